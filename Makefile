@@ -1,0 +1,135 @@
+# hpctrain — one flat Makefile.
+#
+#   make            build build/hpctrain, build/hpcdata and the test binaries
+#   make deps       install missing Debian/Ubuntu packages (scripts/install-deps.sh)
+#   make demo       deps + build + MNIST sample + train with 2 MPI ranks
+#   make test       deps + build + the whole suite under CTest
+#   make bench      benchmarks (bench/), never part of make test
+#   make lint       clang-format check, clang-tidy, cppcheck
+#
+# Overrides: CUDA=0|1, CUDA_HOME, CUDA_ARCH ("80 90"), ARCH_FLAGS, MPICXX, BUILD.
+
+BUILD      ?= build
+MPICXX     ?= mpicxx
+CUDA_HOME  ?= /usr/local/cuda
+CUDA_ARCH  ?= 80 90
+NVCC       ?= $(CUDA_HOME)/bin/nvcc
+PYTHON     ?= /usr/bin/python3
+# Portable by default: x86-64-v3 (AVX2, FMA) where the build machine has it.
+# Containers meant for mixed clusters should pass ARCH_FLAGS=-march=x86-64-v2.
+ARCH_FLAGS ?= $(if $(shell grep -m1 -o avx2 /proc/cpuinfo 2>/dev/null),-march=x86-64-v3,)
+
+# ---- detection ------------------------------------------------------------
+have = $(if $(1),✓,✗)
+MPI_CFLAGS  := $(shell $(MPICXX) --showme:compile 2>/dev/null)
+MPI_LIBS    := $(shell $(MPICXX) --showme:link 2>/dev/null)
+HDF5_CFLAGS := $(shell pkg-config --cflags hdf5 2>/dev/null)
+HDF5_LIBS   := $(shell pkg-config --libs hdf5 2>/dev/null)
+BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
+BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null)
+BOOST_PO    := $(wildcard /usr/include/boost/program_options.hpp)
+GTEST       := $(wildcard /usr/include/gtest/gtest.h)
+HAVE_NVCC   := $(wildcard $(NVCC))
+CUDA        ?= $(if $(HAVE_NVCC),1,0)
+GIT_COMMIT  := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+VERSION     := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
+
+# -Wno-restrict: GCC 12 false positive on std::string concatenation (GCC bug 105329).
+WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-restrict
+CPPFLAGS := -Isrc -I. $(MPI_CFLAGS) $(HDF5_CFLAGS) $(BLAS_CFLAGS) \
+            -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -DHPCTRAIN_VERSION='"$(VERSION)"' -DHPCTRAIN_COMMIT='"$(GIT_COMMIT)"'
+# -fno-math-errno: sqrt/exp set no errno, so loops that call them vectorise (no other
+# IEEE semantics change: no -ffast-math, results stay bitwise reproducible).
+CXXFLAGS ?= -O3 -g -fno-math-errno $(ARCH_FLAGS)
+CXXFLAGS += -std=c++20 -pthread $(WARN) -MMD -MP
+LDLIBS   := $(MPI_LIBS) $(HDF5_LIBS) $(BLAS_LIBS) -lboost_program_options -lz -pthread
+
+# ---- sources --------------------------------------------------------------
+LIB_SRC := $(filter-out src/main.cpp src/backend/nocuda/%,$(shell find src -name '*.cpp' | sort))
+ifeq ($(CUDA),1)
+  CU_SRC    := $(shell find src/backend/cuda kernels -name '*.cu' 2>/dev/null | sort)
+  CPPFLAGS  += -I$(CUDA_HOME)/include -DHPCTRAIN_CUDA=1
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lcudnn -lnccl
+  NVCCFLAGS := -O3 -std=c++20 $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+               -Xcompiler "-Wall -Wextra -Wno-unused-parameter" --expt-relaxed-constexpr
+else
+  LIB_SRC   += $(shell find src/backend/nocuda -name '*.cpp' | sort)
+endif
+LIB_OBJ  := $(LIB_SRC:%.cpp=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
+LIB      := $(BUILD)/libhpctrain.a
+TOOL_SRC := $(shell find data_tools -name '*.cpp' | sort)
+TEST_SRC := $(sort $(wildcard tests/unit/test_*.cpp))
+TEST_BIN := $(TEST_SRC:tests/unit/%.cpp=$(BUILD)/tests/%)
+BENCH_SRC:= $(sort $(wildcard bench/*.cpp))
+BENCH_BIN:= $(BENCH_SRC:bench/%.cpp=$(BUILD)/bench/%)
+BINS     := $(BUILD)/hpctrain $(BUILD)/hpcdata
+
+.PHONY: all deps check-deps demo test bench bench-quick lint clean summary
+all: check-deps summary $(BINS) $(TEST_BIN) $(BENCH_BIN)
+
+summary:
+	@echo "hpctrain $(VERSION) ($(GIT_COMMIT)) build summary:"
+	@echo "  $(call have,$(MPI_LIBS)) MPI ($(MPICXX))   $(call have,$(HDF5_LIBS)) HDF5   $(call have,$(BLAS_LIBS)) OpenBLAS   $(call have,$(BOOST_PO)) Boost.Program_options   $(call have,$(GTEST)) GoogleTest"
+	@echo "  $(if $(filter 1,$(CUDA)),✓ CUDA ($(NVCC), arch $(CUDA_ARCH)),✗ CUDA (CPU-only build))   ARCH_FLAGS=$(ARCH_FLAGS)"
+
+# One line naming the missing package, instead of a page of compiler errors.
+check-deps:
+	@$(if $(MPI_LIBS),,echo "missing MPI: install Open MPI (Debian: libopenmpi-dev openmpi-bin) or run 'make deps'"; exit 2)
+	@$(if $(HDF5_LIBS),,echo "missing HDF5: install libhdf5-dev (or run 'make deps')"; exit 2)
+	@$(if $(BLAS_LIBS),,echo "missing OpenBLAS: install libopenblas-dev (or run 'make deps')"; exit 2)
+	@$(if $(BOOST_PO),,echo "missing Boost.Program_options: install libboost-program-options-dev (or run 'make deps')"; exit 2)
+	@$(if $(GTEST),,echo "missing GoogleTest: install libgtest-dev (or run 'make deps')"; exit 2)
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/obj/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(MPICXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(CPPFLAGS) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	$(AR) rcs $@ $^
+
+$(BUILD)/hpctrain: $(BUILD)/obj/src/main.o $(LIB)
+	$(MPICXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/hpcdata: $(TOOL_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB)
+	$(MPICXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(MPICXX) $(CXXFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS)
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(MPICXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+
+# ---- workflows -------------------------------------------------------------
+DEMO_DIR ?= $(BUILD)/demo
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@scripts/demo.sh $(DEMO_DIR)
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	@tests/gen_ctest.sh $(BUILD) > $(BUILD)/CTestTestfile.cmake
+	@cd $(BUILD) && ctest --output-on-failure --timeout 1800 $(CTEST_ARGS)
+
+bench: all
+	@bench/run.sh
+
+bench-quick: all
+	@bench/run.sh --quick
+
+lint:
+	@scripts/lint.sh
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

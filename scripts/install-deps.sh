@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages hpctrain needs, only those missing.
+# The one list of packages: `make deps`, .ci/run and the Singularity %post all call this.
+#
+#   scripts/install-deps.sh            build + run + test dependencies
+#   scripts/install-deps.sh --slurm    also Slurm and munge (the Slurm end-to-end tests)
+#   scripts/install-deps.sh --bench    also PyTorch and matplotlib (make bench)
+set -euo pipefail
+
+packages=(
+  build-essential pkg-config make git cmake
+  libopenmpi-dev openmpi-bin            # MPI: rank discovery, CPU AllReduce
+  libhdf5-dev hdf5-tools                # datasets and checkpoints
+  libboost-program-options-dev          # command line / INI / environment
+  libopenblas-dev                       # CPU GEMM
+  libgtest-dev                          # unit tests
+  zlib1g-dev                            # gzipped MNIST IDX files
+  python3 python3-numpy python3-h5py    # cross-checks of files written by hpcdata
+)
+for arg in "$@"; do
+  case "$arg" in
+    --slurm) packages+=(slurm-wlm munge) ;;
+    --bench) packages+=(python3-torch python3-matplotlib) ;;
+    *) echo "install-deps.sh: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+if command -v dpkg-query >/dev/null 2>&1; then
+  for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+  done
+else
+  echo "install-deps.sh: not a Debian/Ubuntu system; install the equivalents of: ${packages[*]}" >&2
+  exit 0
+fi
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "installing: ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+# Refresh the package lists once when they are missing or older than a day.
+if [ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -1)" ]; then
+  $sudo apt-get update -q
+fi
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,191 @@
+// CPU batch normalisation (Ioffe & Szegedy 2015), in the pieces ops_nn.h
+// describes so that SyncBatchNorm can all-reduce between them.
+//
+// Sums are accumulated in double per (sample, channel) row. Normalisation
+// and dx fold the per-channel constants first, so the per-element loops are
+// y = (x − mean)·scale + beta and dx = k1·dy + k2·(x − mean) + k3. Centring
+// before scaling keeps float32 exact-ish when |mean| ≫ std.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cpu/nn_ops.h"
+#include "backend/dispatch.h"
+
+namespace hpc::backend::cpu {
+
+namespace {
+
+int64_t rows_of(const Tensor& x, int64_t channels, int64_t spatial) {
+  HPC_ASSERT(channels > 0 && spatial > 0 && x.count() % (channels * spatial) == 0, "batchnorm: shapes");
+  return x.count() / (channels * spatial);
+}
+
+void check_sums(const Tensor& sums, int64_t count, const char* op) {
+  HPC_ASSERT(sums.dtype() == DType::F64 && sums.count() == count, std::string(op) + ": sums must be F64");
+}
+
+// Σ u and Σ u·v over a row with u = a, v = b − shift, in double. A single
+// accumulator is a serial chain the compiler may not reorder (strict IEEE),
+// so it cannot vectorise, and GCC's SLP pass does not reliably find the
+// multi-accumulator form either; GCC/Clang vector types say it directly:
+// 2×4 double lanes, float → double conversion four at a time (6× faster).
+using Double4 = double __attribute__((vector_size(32)));
+
+template <typename T>
+inline Double4 load4(const T* p) {
+  return Double4{double(p[0]), double(p[1]), double(p[2]), double(p[3])};
+}
+
+template <typename T>
+void row_sums(const T* a, const T* b, T shift, int64_t n, double& sum_u, double& sum_uv) {
+  Double4 su0 = {}, su1 = {}, suv0 = {}, suv1 = {};
+  const double ds = double(shift);
+  int64_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    const Double4 u0 = load4(a + k), u1 = load4(a + k + 4);
+    su0 += u0;
+    su1 += u1;
+    suv0 += u0 * (load4(b + k) - ds);
+    suv1 += u1 * (load4(b + k + 4) - ds);
+  }
+  double tail_u = 0, tail_uv = 0;
+  for (; k < n; ++k) {
+    tail_u += double(a[k]);
+    tail_uv += double(a[k]) * (double(b[k]) - ds);
+  }
+  const Double4 su = su0 + su1, suv = suv0 + suv1;
+  sum_u += (su[0] + su[1]) + (su[2] + su[3]) + tail_u;
+  sum_uv += (suv[0] + suv[1]) + (suv[2] + suv[3]) + tail_uv;
+}
+
+}  // namespace
+
+void batchnorm_stats(const Tensor& x, int64_t channels, int64_t spatial, const Tensor& stats) {
+  const int64_t n = rows_of(x, channels, spatial);
+  check_sums(stats, 2 * channels + 1, "batchnorm_stats");
+  double* st = stats.data<double>();
+  for (int64_t i = 0; i < 2 * channels; ++i) st[i] = 0;
+  st[2 * channels] = double(n * spatial);
+  dispatch_float(x.dtype(), "batchnorm_stats", [&]<typename T>() {
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t c = 0; c < channels; ++c) {
+        const T* row = x.data<T>() + (s * channels + c) * spatial;
+        double sum = 0, sum_sq = 0;
+        row_sums(row, row, T(0), spatial, sum, sum_sq);
+        st[c] += sum;
+        st[channels + c] += sum_sq;
+      }
+  });
+}
+
+void batchnorm_finalize(const Tensor& stats, int64_t channels, double eps, double momentum,
+                        const Tensor& mean, const Tensor& invstd, const Tensor& running_mean,
+                        const Tensor& running_var) {
+  check_sums(stats, 2 * channels + 1, "batchnorm_finalize");
+  const double* st = stats.data<double>();
+  const double m = st[2 * channels];
+  HPC_ASSERT(m > 0, "batchnorm_finalize: empty batch");
+  // PyTorch's running variance is unbiased; one element per channel has none, keep the biased 0.
+  const double unbias = m > 1 ? m / (m - 1) : 1.0;
+  dispatch_float(mean.dtype(), "batchnorm_finalize", [&]<typename T>() {
+    for (int64_t c = 0; c < channels; ++c) {
+      const double mu = st[c] / m;
+      const double var = std::max(st[channels + c] / m - mu * mu, 0.0);
+      mean.data<T>()[c] = T(mu);
+      invstd.data<T>()[c] = T(1.0 / std::sqrt(var + eps));
+      if (running_mean.defined()) {
+        T& rm = running_mean.data<T>()[c];
+        T& rv = running_var.data<T>()[c];
+        rm = T((1 - momentum) * double(rm) + momentum * mu);
+        rv = T((1 - momentum) * double(rv) + momentum * var * unbias);
+      }
+    }
+  });
+}
+
+void batchnorm_running_inverse(const Tensor& running_mean, const Tensor& running_var, double eps,
+                               const Tensor& mean, const Tensor& invstd) {
+  dispatch_float(mean.dtype(), "batchnorm_running_inverse", [&]<typename T>() {
+    const int64_t channels = mean.count();
+    for (int64_t c = 0; c < channels; ++c) {
+      mean.data<T>()[c] = running_mean.data<T>()[c];
+      invstd.data<T>()[c] = T(1.0 / std::sqrt(double(running_var.data<T>()[c]) + eps));
+    }
+  });
+}
+
+void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& gamma,
+                         const Tensor& beta, int64_t channels, int64_t spatial, const Tensor& y) {
+  const int64_t n = rows_of(x, channels, spatial);
+  HPC_ASSERT(y.count() == x.count(), "batchnorm_normalize: shapes");
+  dispatch_float(y.dtype(), "batchnorm_normalize", [&]<typename T>() {
+    for (int64_t c = 0; c < channels; ++c) {
+      const T scale = gamma.data<T>()[c] * invstd.data<T>()[c];
+      const T mu = mean.data<T>()[c], shift = beta.data<T>()[c];
+      for (int64_t s = 0; s < n; ++s) {
+        const T* in = x.data<T>() + (s * channels + c) * spatial;
+        T* out = y.data<T>() + (s * channels + c) * spatial;
+        for (int64_t k = 0; k < spatial; ++k) out[k] = (in[k] - mu) * scale + shift;
+      }
+    }
+  });
+}
+
+void batchnorm_backward_reduce(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                               int64_t channels, int64_t spatial, const Tensor& grad_sums,
+                               const Tensor& dgamma, const Tensor& dbeta) {
+  const int64_t n = rows_of(x, channels, spatial);
+  check_sums(grad_sums, 2 * channels, "batchnorm_backward_reduce");
+  double* gs = grad_sums.data<double>();
+  dispatch_float(dy.dtype(), "batchnorm_backward_reduce", [&]<typename T>() {
+    for (int64_t c = 0; c < channels; ++c) {
+      const T mu = mean.data<T>()[c];
+      double sum_dy = 0, sum_dy_xc = 0;  // Σdy and Σdy·(x − mean)
+      for (int64_t s = 0; s < n; ++s) {
+        const T* xr = x.data<T>() + (s * channels + c) * spatial;
+        const T* gr = dy.data<T>() + (s * channels + c) * spatial;
+        row_sums(gr, xr, mu, spatial, sum_dy, sum_dy_xc);
+      }
+      const double sum_dy_xhat = sum_dy_xc * double(invstd.data<T>()[c]);
+      gs[c] = sum_dy;
+      gs[channels + c] = sum_dy_xhat;
+      dgamma.data<T>()[c] += T(sum_dy_xhat);
+      dbeta.data<T>()[c] += T(sum_dy);
+    }
+  });
+}
+
+void batchnorm_backward_dx(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
+                           const Tensor& gamma, const Tensor& stats, const Tensor& grad_sums,
+                           int64_t channels, int64_t spatial, const Tensor& dx) {
+  const int64_t n = rows_of(x, channels, spatial);
+  const bool batch_stats = grad_sums.defined();
+  if (batch_stats) {
+    check_sums(stats, 2 * channels + 1, "batchnorm_backward_dx");
+    check_sums(grad_sums, 2 * channels, "batchnorm_backward_dx");
+  }
+  dispatch_float(dx.dtype(), "batchnorm_backward_dx", [&]<typename T>() {
+    for (int64_t c = 0; c < channels; ++c) {
+      const double istd = double(invstd.data<T>()[c]);
+      const double a = double(gamma.data<T>()[c]) * istd;
+      // dx = a·(dy − Σdy/M − x̂·Σdy·x̂/M), x̂ = (x − mean)·invstd, as k1·dy + k2·(x − mean) + k3.
+      double k2 = 0, k3 = 0;
+      if (batch_stats) {
+        const double m = stats.data<double>()[2 * channels];
+        const double g_mean = grad_sums.data<double>()[c] / m;
+        const double g_xhat = grad_sums.data<double>()[channels + c] / m;
+        k2 = -a * istd * g_xhat;
+        k3 = -a * g_mean;
+      }
+      const T k1t = T(a), k2t = T(k2), k3t = T(k3), mu = mean.data<T>()[c];
+      for (int64_t s = 0; s < n; ++s) {
+        const T* xr = x.data<T>() + (s * channels + c) * spatial;
+        const T* gr = dy.data<T>() + (s * channels + c) * spatial;
+        T* out = dx.data<T>() + (s * channels + c) * spatial;
+        for (int64_t k = 0; k < spatial; ++k) out[k] = k1t * gr[k] + k2t * (xr[k] - mu) + k3t;
+      }
+    }
+  });
+}
+
+}  // namespace hpc::backend::cpu

@@ -1,0 +1,15 @@
+// The CPU-only build's answers to backend/device.h: there is no GPU.
+#include "backend/device.h"
+#include "core/error.h"
+
+namespace hpc::backend {
+
+bool cuda_built() { return false; }
+int cuda_device_count() { return 0; }
+DeviceInfo cuda_device_info(int) { throw UserError("this hpctrain was built without CUDA"); }
+std::string cuda_versions() { return "CUDA not built"; }
+
+void* device_alloc(size_t) { throw UserError("this hpctrain was built without CUDA: use --train.device cpu"); }
+void device_free(void*) {}
+
+}  // namespace hpc::backend
