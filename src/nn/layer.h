@@ -1,0 +1,95 @@
+// A layer: one small class with forward and backward, written once against
+// the backend ops (no device or dtype branches here).
+//
+// Life cycle: the spec parser constructs a layer from its arguments; Model
+// calls build() with the input shape (no batch dimension) and the compute
+// dtype, then binds the layer's parameters and gradients as views into the
+// model's flat buffers, in param_specs() order. forward() writes y;
+// backward() ADDS parameter gradients into the bound gradient views (so
+// gradient accumulation is free) and writes dx unless dx is undefined (the
+// first layer needs no input gradient).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hpc::dist {
+class Communicator;
+}
+
+namespace hpc::nn {
+
+// How a parameter is initialised (from the model's seeded RNG).
+enum class Init {
+  Zeros,
+  Ones,
+  KaimingNormal,   // N(0, 2/fan_in): layers followed by ReLU (He et al. 2015)
+  KaimingUniform,  // U(±1/sqrt(fan_in)) — PyTorch's Linear/Conv default
+  XavierUniform,   // U(±sqrt(6/(fan_in+fan_out))) (Glorot & Bengio 2010)
+  Normal002,       // N(0, 0.02²): embeddings, GPT-2 style
+};
+
+struct ParamSpec {
+  std::string name;  // "weight", "bias", "gamma", "beta"
+  Shape shape;
+  Init init = Init::KaimingUniform;
+  int64_t fan_in = 0;
+  int64_t fan_out = 0;
+  bool weight_decay = true;  // false for biases and normalisation parameters
+};
+
+// What a forward/backward pass needs to know beyond its tensors.
+struct RunCtx {
+  bool training = true;
+  uint64_t seed = 0;              // run seed: dropout masks are a pure function of (seed, step, layer)
+  uint64_t step = 0;              // micro-step counter
+  uint64_t layer = 0;             // index of the layer being run (Model sets it; containers derive children's)
+  dist::Communicator* comm = nullptr;  // non-null: SyncBatchNorm reduces statistics through it
+  int rank = 0;                   // this process's rank: dropout draws different masks on each rank
+};
+
+// The parsed arguments of one layer in a model spec, e.g. conv(32,3,pad=1):
+// name "conv", positional {32, 3}, named {pad: 1}. res(...) carries children.
+struct LayerArgs {
+  std::string name;
+  std::vector<double> positional;
+  std::map<std::string, double> named;
+  std::vector<LayerArgs> children;
+  std::string text;  // the spec text it came from, for error messages
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+
+  // Spec text that rebuilds this layer, e.g. "conv(32,3,stride=1,pad=1)".
+  virtual std::string spec() const = 0;
+  // Fixes the input shape (no batch dim) and dtype; returns the output shape.
+  // Throws UserError naming the layer when the input does not fit.
+  virtual Shape build(const Shape& in, DType dtype) = 0;
+  virtual std::vector<ParamSpec> param_specs() const { return {}; }
+  virtual void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
+    (void)params;
+    (void)grads;
+  }
+  // Persistent state that is not trained (BatchNorm running statistics):
+  // checkpointed, broadcast from rank 0 at start. Name and tensor.
+  virtual std::vector<std::pair<std::string, Tensor>> buffers() { return {}; }
+
+  virtual void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) = 0;
+  virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
+                        const RunCtx& ctx) = 0;
+
+  // Multiply-adds ×2 of one sample's forward pass (backward counts as 2×).
+  virtual int64_t forward_flops() const { return 0; }
+};
+
+// Builds a layer from parsed spec arguments; UserError on unknown names or bad arguments.
+std::unique_ptr<Layer> make_layer(const LayerArgs& args);
+
+}  // namespace hpc::nn

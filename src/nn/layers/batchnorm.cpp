@@ -1,0 +1,93 @@
+// Batch normalisation (Ioffe & Szegedy 2015) with PyTorch's conventions:
+// eps 1e-5, momentum 0.1, biased variance to normalise, unbiased variance in
+// the running estimate, batch statistics in training and running ones in eval.
+//
+// SyncBatchNorm is the same layer with ctx.comm set: the per-channel
+// [Σx, Σx², count] are all-reduced before the mean and variance are formed,
+// and [Σdy, Σdy·x̂] before dx is formed. Every rank then computes exactly
+// what one rank would on the concatenated batch. The gamma/beta gradients
+// use the LOCAL sums: the trainer averages parameter gradients over ranks
+// afterwards, like every other parameter's.
+#include "backend/ops_core.h"
+#include "core/error.h"
+#include "dist/communicator.h"
+#include "nn/layers/layer_util.h"
+#include "nn/layers/layers.h"
+
+namespace hpc::nn {
+
+BatchNorm::BatchNorm(const LayerArgs& args) {
+  ArgReader r(args, {"eps", "momentum"});
+  text_ = r.text();
+  eps_ = r.real_or("eps", 1e-5);
+  momentum_ = r.real_or("momentum", 0.1);
+  r.finish();
+  if (eps_ <= 0) r.fail("eps must be > 0, got " + number_text(eps_));
+  if (momentum_ < 0 || momentum_ > 1) r.fail("momentum must be in [0, 1], got " + number_text(momentum_));
+}
+
+std::string BatchNorm::spec() const {
+  std::string s;
+  if (eps_ != 1e-5) s += "eps=" + number_text(eps_);
+  if (momentum_ != 0.1) s += (s.empty() ? "" : ",") + std::string("momentum=") + number_text(momentum_);
+  return s.empty() ? "bn" : "bn(" + s + ")";
+}
+
+Shape BatchNorm::build(const Shape& in, DType dtype) {
+  if (in.rank() < 1 || in.rank() > 3)
+    throw_layer_error(text_, "needs an F, CxL or CxHxW input, got " + in.str());
+  channels_ = in[0];
+  spatial_ = in.count() / channels_;
+  running_mean_ = Tensor(Shape{channels_}, dtype);
+  running_var_ = Tensor(Shape{channels_}, dtype);
+  backend::fill(running_var_, 1.0);
+  mean_ = Tensor(Shape{channels_}, dtype);
+  invstd_ = Tensor(Shape{channels_}, dtype);
+  stats_ = Tensor(Shape{2 * channels_ + 1}, DType::F64);
+  grad_sums_ = Tensor(Shape{2 * channels_}, DType::F64);
+  return in;
+}
+
+std::vector<ParamSpec> BatchNorm::param_specs() const {
+  return {{"gamma", Shape{channels_}, Init::Ones, channels_, channels_, false},
+          {"beta", Shape{channels_}, Init::Zeros, channels_, channels_, false}};
+}
+
+void BatchNorm::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
+  HPC_ASSERT(params.size() == 2 && grads.size() == 2, "bn: bind count");
+  gamma_ = params[0];
+  beta_ = params[1];
+  dgamma_ = grads[0];
+  dbeta_ = grads[1];
+}
+
+std::vector<std::pair<std::string, Tensor>> BatchNorm::buffers() {
+  return {{"running_mean", running_mean_}, {"running_var", running_var_}};
+}
+
+void BatchNorm::forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) {
+  batch_stats_ = ctx.training;
+  if (batch_stats_) {
+    backend::batchnorm_stats(x, channels_, spatial_, stats_);
+    if (ctx.comm != nullptr) ctx.comm->allreduce(stats_, dist::ReduceOp::Sum);
+    backend::batchnorm_finalize(stats_, channels_, eps_, momentum_, mean_, invstd_, running_mean_,
+                                running_var_);
+  } else {
+    backend::batchnorm_running_inverse(running_mean_, running_var_, eps_, mean_, invstd_);
+  }
+  backend::batchnorm_normalize(x, mean_, invstd_, gamma_, beta_, channels_, spatial_, y);
+}
+
+void BatchNorm::backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tensor& dx,
+                         const RunCtx& ctx) {
+  backend::batchnorm_backward_reduce(x, dy, mean_, invstd_, channels_, spatial_, grad_sums_, dgamma_, dbeta_);
+  if (!dx.defined()) return;
+  if (!batch_stats_) {
+    backend::batchnorm_backward_dx(x, dy, mean_, invstd_, gamma_, Tensor(), Tensor(), channels_, spatial_, dx);
+    return;
+  }
+  if (ctx.comm != nullptr) ctx.comm->allreduce(grad_sums_, dist::ReduceOp::Sum);
+  backend::batchnorm_backward_dx(x, dy, mean_, invstd_, gamma_, stats_, grad_sums_, channels_, spatial_, dx);
+}
+
+}  // namespace hpc::nn

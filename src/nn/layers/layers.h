@@ -1,0 +1,215 @@
+// The layer classes behind make_layer(): one small class per layer, its
+// code in the .cpp named after it. Spec names and arguments:
+//
+//   linear(out, bias=1)                 any input, treated as [N, features]
+//   conv(out, kernel, stride=1, pad=0, bias=1)   [C,H,W] input, NCHW
+//   maxpool(kernel, stride=kernel)  avgpool(kernel, stride=kernel)  gap
+//   bn(eps=1e-5, momentum=0.1)          BatchNorm1d on [F] (or [C,L]), 2d on [C,H,W]
+//   relu  gelu  tanh  dropout(p)  flatten
+//   res(layer …)                        y = body(x) + shortcut(x)
+//
+// Layers are declared here (rather than hidden in their .cpp files) so that
+// res can build its projection from them and tests can reach test hooks.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/ops_nn.h"
+#include "nn/layer.h"
+
+namespace hpc::nn {
+
+// The names make_layer knows, sorted (for "unknown layer" messages).
+const std::vector<std::string>& layer_names();
+
+class Linear final : public Layer {
+ public:
+  explicit Linear(const LayerArgs& args);
+  std::string spec() const override;
+  Shape build(const Shape& in, DType dtype) override;
+  std::vector<ParamSpec> param_specs() const override;
+  void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
+  void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
+                const RunCtx& ctx) override;
+  int64_t forward_flops() const override { return 2 * in_ * out_; }
+
+ private:
+  std::string text_;
+  int64_t out_ = 0, in_ = 0;
+  bool has_bias_ = true;
+  Tensor weight_, bias_, dweight_, dbias_;
+};
+
+// Convolution as im2col + GEMM. The columns of a chunk of samples sit side by
+// side ([C·k·k, n·Ho·Wo]) so each chunk is ONE large GEMM; the chunk size is
+// bounded by a column budget so memory stays bounded for any batch.
+class Conv2d final : public Layer {
+ public:
+  explicit Conv2d(const LayerArgs& args);
+  std::string spec() const override;
+  Shape build(const Shape& in, DType dtype) override;
+  std::vector<ParamSpec> param_specs() const override;
+  void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
+  void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
+                const RunCtx& ctx) override;
+  int64_t forward_flops() const override;
+
+  // Elements of the column buffer; tests make it small to exercise chunking.
+  void set_column_budget(int64_t elements) { column_budget_ = elements; }
+
+ private:
+  int64_t chunk_samples(int64_t batch) const;
+
+  std::string text_;
+  int64_t out_ = 0;
+  bool has_bias_ = true;
+  backend::ConvGeometry geom_;
+  DType dtype_ = DType::F32;
+  // 4 MiB of float columns: large enough for a wide GEMM, small enough to stay in L3
+  // while the GEMM reads it (measured best of 2^18..2^22 on CIFAR/MNIST-sized layers).
+  int64_t column_budget_ = int64_t(1) << 20;
+  Tensor weight_, bias_, dweight_, dbias_;
+  Tensor cols_, gemm_out_;  // scratch: columns (reused for their gradient), [OC, n·P]
+};
+
+// maxpool / avgpool: square windows, no padding; the windows must tile the input.
+class Pool2d final : public Layer {
+ public:
+  enum class Kind { Max, Average };
+  Pool2d(Kind kind, const LayerArgs& args);
+  std::string spec() const override;
+  Shape build(const Shape& in, DType dtype) override;
+  void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
+                const RunCtx& ctx) override;
+
+ private:
+  Kind kind_;
+  std::string text_;
+  backend::PoolGeometry geom_;
+  Tensor argmax_;  // I32, max pooling only
+};
+
+// Global average pooling: [C,H,W] → [C].
+class GlobalAvgPool final : public Layer {
+ public:
+  explicit GlobalAvgPool(const LayerArgs& args);
+  std::string spec() const override { return "gap"; }
+  Shape build(const Shape& in, DType dtype) override;
+  void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
+                const RunCtx& ctx) override;
+
+ private:
+  std::string text_;
+  int64_t spatial_ = 1;
+};
+
+// BatchNorm, and SyncBatchNorm when ctx.comm is set: the per-channel sums are
+// all-reduced so N ranks with batch b normalise exactly like 1 rank with N·b.
+class BatchNorm final : public Layer {
+ public:
+  explicit BatchNorm(const LayerArgs& args);
+  std::string spec() const override;
+  Shape build(const Shape& in, DType dtype) override;
+  std::vector<ParamSpec> param_specs() const override;
+  void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
+  std::vector<std::pair<std::string, Tensor>> buffers() override;
+  void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
+                const RunCtx& ctx) override;
+
+ private:
+  std::string text_;
+  double eps_ = 1e-5, momentum_ = 0.1;
+  int64_t channels_ = 0, spatial_ = 1;
+  Tensor gamma_, beta_, dgamma_, dbeta_;
+  Tensor running_mean_, running_var_;
+  Tensor mean_, invstd_;     // what the last forward normalised with
+  Tensor stats_, grad_sums_; // F64 per-channel sums (the all-reduced quantities)
+  bool batch_stats_ = true;  // whether the last forward used batch statistics
+};
+
+// relu, gelu (tanh approximation), tanh.
+class ActivationLayer final : public Layer {
+ public:
+  ActivationLayer(backend::Activation act, const LayerArgs& args);
+  std::string spec() const override;
+  Shape build(const Shape& in, DType dtype) override { return in; }
+  void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
+                const RunCtx& ctx) override;
+
+ private:
+  backend::Activation act_;
+};
+
+// Inverted dropout; identity in evaluation. The mask is a pure function of
+// (ctx.seed, ctx.step, ctx.layer, element), recomputed in backward.
+class Dropout final : public Layer {
+ public:
+  explicit Dropout(const LayerArgs& args);
+  std::string spec() const override;
+  Shape build(const Shape& in, DType dtype) override { return in; }
+  void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
+                const RunCtx& ctx) override;
+
+ private:
+  double p_ = 0.5;
+};
+
+class Flatten final : public Layer {
+ public:
+  explicit Flatten(const LayerArgs& args);
+  std::string spec() const override { return "flatten"; }
+  Shape build(const Shape& in, DType dtype) override { return Shape{in.count()}; }
+  void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
+                const RunCtx& ctx) override;
+};
+
+// y = body(x) + shortcut(x). The shortcut is the identity when the body keeps
+// the shape, else a projection (ResNet option B): 1×1 conv with the body's
+// stride and no bias, then bn ([C,H,W]); linear without bias, then bn ([F]).
+class Residual final : public Layer {
+ public:
+  explicit Residual(const LayerArgs& args);
+  std::string spec() const override;
+  Shape build(const Shape& in, DType dtype) override;
+  std::vector<ParamSpec> param_specs() const override;
+  void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
+  std::vector<std::pair<std::string, Tensor>> buffers() override;
+  void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
+  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
+                const RunCtx& ctx) override;
+  int64_t forward_flops() const override;
+
+  bool has_projection() const { return !short_.layers.empty(); }
+
+ private:
+  // One chain of layers (body or shortcut) and its scratch tensors.
+  struct Branch {
+    std::vector<std::unique_ptr<Layer>> layers;
+    std::vector<Shape> out_shapes;
+    std::vector<Tensor> acts;  // output of each layer
+    Tensor grads[2];           // gradients between layers, ping-ponged (never dy and dx at once)
+  };
+  Shape build_branch(Branch& b, const Shape& in, DType dtype);
+  Tensor act(Branch& b, size_t j, int64_t batch);
+  void forward_branch(Branch& b, const Tensor& x, const RunCtx& ctx, uint64_t first_child);
+  // Backpropagates dy through the branch; its first layer writes dx (which may be undefined).
+  void backward_branch(Branch& b, const Tensor& x, const Tensor& dy, const Tensor& dx, const RunCtx& ctx,
+                       uint64_t first_child);
+
+  std::string text_;
+  DType dtype_ = DType::F32;
+  Branch body_, short_;
+  Tensor short_dx_;  // scratch: the projection's input gradient
+};
+
+}  // namespace hpc::nn

@@ -1,0 +1,77 @@
+// Pooling layers: maxpool(k, stride=k), avgpool(k, stride=k) and gap.
+//
+// The windows must tile the input exactly ((H − k) divisible by the stride):
+// PyTorch silently drops the last rows/columns otherwise, which in a spec
+// is nearly always a mistake in the arithmetic of the layer sizes.
+#include "core/error.h"
+#include "nn/layers/layer_util.h"
+#include "nn/layers/layers.h"
+
+namespace hpc::nn {
+
+Pool2d::Pool2d(Kind kind, const LayerArgs& args) : kind_(kind) {
+  ArgReader r(args, {"kernel", "stride"});
+  text_ = r.text();
+  geom_.kernel = r.required_int("kernel", 1);
+  geom_.stride = r.int_or("stride", geom_.kernel, 1);
+  r.finish();
+}
+
+std::string Pool2d::spec() const {
+  std::string s = (kind_ == Kind::Max ? "maxpool(" : "avgpool(") + std::to_string(geom_.kernel);
+  if (geom_.stride != geom_.kernel) s += ",stride=" + std::to_string(geom_.stride);
+  return s + ")";
+}
+
+Shape Pool2d::build(const Shape& in, DType) {
+  if (in.rank() != 3) throw_layer_error(text_, "needs a CxHxW input, got " + in.str());
+  geom_.channels = in[0];
+  geom_.height = in[1];
+  geom_.width = in[2];
+  const std::string k = std::to_string(geom_.kernel), hw = std::to_string(in[1]) + "x" + std::to_string(in[2]);
+  if (geom_.kernel > geom_.height || geom_.kernel > geom_.width)
+    throw_layer_error(text_, "kernel " + k + " larger than the " + hw + " input");
+  if ((geom_.height - geom_.kernel) % geom_.stride != 0 || (geom_.width - geom_.kernel) % geom_.stride != 0)
+    throw_layer_error(text_, k + "x" + k + " windows with stride " + std::to_string(geom_.stride) +
+                                 " do not tile the " + hw + " input (the last rows or columns would be dropped)");
+  return Shape{geom_.channels, geom_.out_height(), geom_.out_width()};
+}
+
+void Pool2d::forward(const Tensor& x, const Tensor& y, const RunCtx&) {
+  if (kind_ == Kind::Average) {
+    backend::avg_pool_forward(x, geom_, y);
+    return;
+  }
+  const Tensor arg = scratch(argmax_, y.shape(), DType::I32);
+  backend::max_pool_forward(x, geom_, y, arg);
+}
+
+void Pool2d::backward(const Tensor&, const Tensor& y, const Tensor& dy, const Tensor& dx, const RunCtx&) {
+  if (!dx.defined()) return;
+  if (kind_ == Kind::Average)
+    backend::avg_pool_backward(dy, geom_, dx);
+  else
+    backend::max_pool_backward(dy, argmax_.slice(0, y.shape()), geom_, dx);
+}
+
+GlobalAvgPool::GlobalAvgPool(const LayerArgs& args) {
+  ArgReader r(args, {});
+  text_ = r.text();
+  r.finish();
+}
+
+Shape GlobalAvgPool::build(const Shape& in, DType) {
+  if (in.rank() != 3) throw_layer_error(text_, "needs a CxHxW input, got " + in.str());
+  spatial_ = in[1] * in[2];
+  return Shape{in[0]};
+}
+
+void GlobalAvgPool::forward(const Tensor& x, const Tensor& y, const RunCtx&) {
+  backend::spatial_mean_forward(x, spatial_, y);
+}
+
+void GlobalAvgPool::backward(const Tensor&, const Tensor&, const Tensor& dy, const Tensor& dx, const RunCtx&) {
+  if (dx.defined()) backend::spatial_mean_backward(dy, spatial_, dx);
+}
+
+}  // namespace hpc::nn

@@ -1,0 +1,43 @@
+// Losses and the classification metrics computed alongside them.
+//
+// A loss sees the logits [N, K] of one micro-batch. Only the first n_valid
+// rows count (evaluation pads the last batch; padding rows are masked out
+// of loss and metrics, so distributed evaluation is exact). The loss returns
+// SUMS over valid rows so ranks can add them up exactly; the gradient it
+// writes is d(Σ loss_i / normalizer)/dlogits, where the trainer passes
+// normalizer = global samples per optimizer step / world size, so that the
+// averaged gradient across ranks and micro-steps equals the gradient of the
+// mean loss over the global batch.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace hpc::nn {
+
+struct LossStats {
+  double loss_sum = 0;   // Σ over valid rows of the per-sample loss
+  int64_t count = 0;     // valid rows
+  int64_t correct1 = 0;  // top-1 hits (classification only)
+  int64_t correct5 = 0;  // top-5 hits (classification with K ≥ 10 only)
+};
+
+class Loss {
+ public:
+  virtual ~Loss() = default;
+  virtual std::string name() const = 0;
+  // targets: I32 [N] class ids (cross-entropy) or float [N, K] (MSE; dtype of logits).
+  // dlogits: written when defined (same shape as logits), else only stats are computed.
+  virtual LossStats forward_backward(const Tensor& logits, const Tensor& targets, int64_t n_valid,
+                                     double normalizer, const Tensor& dlogits) = 0;
+};
+
+// Softmax cross-entropy over K classes; label_smoothing ε mixes the one-hot
+// target with the uniform distribution: (1-ε)·onehot + ε/K.
+std::unique_ptr<Loss> make_cross_entropy(double label_smoothing);
+// Mean squared error: Σ_k (y_k - t_k)² per sample (loss_sum is its sum over rows).
+std::unique_ptr<Loss> make_mse();
+
+}  // namespace hpc::nn

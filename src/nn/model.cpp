@@ -1,0 +1,152 @@
+// Model: builds layers from a spec, owns the flat parameter/gradient buffers
+// and the activations, and runs forward and backward over the layer list.
+#include "nn/model.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "backend/ops_core.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "nn/spec.h"
+
+namespace hpc::nn {
+
+namespace {
+
+// Fills one parameter per its ParamSpec from its own random stream, so
+// adding a layer does not change the initialisation of the others.
+void init_param(const Tensor& host, const ParamSpec& p, uint64_t seed, uint64_t stream) {
+  Rng rng(seed, stream);
+  const double fan_in = static_cast<double>(p.fan_in > 0 ? p.fan_in : 1);
+  const double fan_out = static_cast<double>(p.fan_out > 0 ? p.fan_out : 1);
+  std::vector<double> v(static_cast<size_t>(host.count()));
+  for (double& x : v) {
+    switch (p.init) {
+      case Init::Zeros: x = 0; break;
+      case Init::Ones: x = 1; break;
+      case Init::KaimingNormal: x = rng.normal() * std::sqrt(2.0 / fan_in); break;
+      case Init::KaimingUniform: x = (2 * rng.uniform() - 1) / std::sqrt(fan_in); break;
+      case Init::XavierUniform: x = (2 * rng.uniform() - 1) * std::sqrt(6.0 / (fan_in + fan_out)); break;
+      case Init::Normal002: x = 0.02 * rng.normal(); break;
+    }
+  }
+  backend::convert(Tensor::borrow(v.data(), host.shape(), DType::F64), host);
+}
+
+std::string layer_kind(const std::string& spec) { return spec.substr(0, spec.find('(')); }
+
+}  // namespace
+
+Model::Model(const std::string& spec, const Shape& input_shape, DType dtype, uint64_t seed)
+    : input_shape_(input_shape), dtype_(dtype) {
+  Shape shape = input_shape;
+  std::vector<std::vector<ParamSpec>> specs;
+  int64_t total = 0;
+  for (const LayerArgs& args : parse_spec(spec)) {
+    layers_.push_back(make_layer(args));
+    shape = layers_.back()->build(shape, dtype);
+    out_shapes_.push_back(shape);
+    layer_offset_.push_back(total);
+    specs.push_back(layers_.back()->param_specs());
+    for (const ParamSpec& p : specs.back()) total += p.shape.count();
+  }
+  output_shape_ = shape;
+  for (size_t i = 0; i < layers_.size(); ++i) spec_ += (i ? " " : "") + layers_[i]->spec();
+
+  params_ = Tensor(Shape{total}, dtype);
+  grads_ = Tensor(Shape{total}, dtype);
+  uint64_t stream = 1;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    std::vector<Tensor> p, g;
+    int64_t offset = layer_offset_[i];
+    for (const ParamSpec& ps : specs[i]) {
+      p.push_back(params_.slice(offset, ps.shape));
+      g.push_back(grads_.slice(offset, ps.shape));
+      init_param(p.back(), ps, seed, stream++);
+      info_.push_back({std::to_string(i) + "." + layer_kind(layers_[i]->spec()) + "." + ps.name,
+                       static_cast<int>(i), offset, ps.shape, ps.weight_decay});
+      offset += ps.shape.count();
+    }
+    layers_[i]->bind(p, g);
+  }
+}
+
+std::vector<std::pair<std::string, Tensor>> Model::buffers() {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (auto& [name, t] : layers_[i]->buffers())
+      out.emplace_back(std::to_string(i) + "." + layer_kind(layers_[i]->spec()) + "." + name, t);
+  return out;
+}
+
+void Model::ensure_activations(int64_t batch) {
+  if (batch == batch_) return;
+  acts_.assign(layers_.size() + 1, Tensor());
+  dacts_.assign(layers_.size() + 1, Tensor());
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    acts_[i + 1] = Tensor(out_shapes_[i].with_batch(batch), dtype_);
+    // The last layer's output gradient is the caller's (the loss writes it).
+    if (i + 1 < layers_.size()) dacts_[i + 1] = Tensor(out_shapes_[i].with_batch(batch), dtype_);
+  }
+  batch_ = batch;
+}
+
+const Tensor& Model::forward(const Tensor& x, const RunCtx& ctx) {
+  check_shape(x, input_shape_.with_batch(x.shape()[0]), "model input");
+  HPC_ASSERT(x.dtype() == dtype_, "model input dtype");
+  ensure_activations(x.shape()[0]);
+  acts_[0] = x;
+  RunCtx layer_ctx = ctx;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layer_ctx.layer = i;
+    layers_[i]->forward(acts_[i], acts_[i + 1], layer_ctx);
+  }
+  return acts_.back();
+}
+
+void Model::backward(const Tensor& dout, const RunCtx& ctx, const std::function<void(int64_t)>& on_ready) {
+  HPC_ASSERT(batch_ >= 0 && acts_[0].defined(), "backward before forward");
+  check_shape(dout, acts_.back().shape(), "model output gradient");
+  RunCtx layer_ctx = ctx;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    layer_ctx.layer = i;
+    const Tensor& dy = i + 1 == layers_.size() ? dout : dacts_[i + 1];
+    // The first layer's input is the data: no gradient needed there.
+    layers_[i]->backward(acts_[i], acts_[i + 1], dy, i == 0 ? Tensor() : dacts_[i], layer_ctx);
+    if (on_ready) on_ready(layer_offset_[i]);
+  }
+  acts_[0] = Tensor();  // do not keep the caller's batch alive
+}
+
+void Model::zero_grads() { backend::fill(grads_, 0.0); }
+
+std::string Model::summary() const {
+  std::ostringstream s;
+  char line[256];
+  std::snprintf(line, sizeof line, "  %-3s %-44s %-14s %12s\n", "#", "layer", "output", "params");
+  s << line;
+  std::snprintf(line, sizeof line, "  %-3s %-44s %-14s %12s\n", "", "input", input_shape_.str().c_str(), "");
+  s << line;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    int64_t n = (i + 1 < layers_.size() ? layer_offset_[i + 1] : params_.count()) - layer_offset_[i];
+    std::string spec = layers_[i]->spec();
+    if (spec.size() > 44) spec = spec.substr(0, 41) + "...";
+    std::snprintf(line, sizeof line, "  %-3zu %-44s %-14s %12lld\n", i, spec.c_str(),
+                  out_shapes_[i].str().c_str(), static_cast<long long>(n));
+    s << line;
+  }
+  std::snprintf(line, sizeof line, "  total parameters: %lld (%.2f MiB as %s)\n",
+                static_cast<long long>(params_.count()), params_.num_bytes() / 1048576.0, dtype_name(dtype_));
+  s << line;
+  return s.str();
+}
+
+int64_t Model::forward_flops() const {
+  int64_t f = 0;
+  for (const auto& l : layers_) f += l->forward_flops();
+  return f;
+}
+
+}  // namespace hpc::nn

@@ -1,0 +1,80 @@
+// A model: a sequence of layers whose parameters all live in ONE flat
+// parameter buffer and whose gradients live in ONE flat gradient buffer with
+// the same layout (DESIGN.md). That makes the start-up broadcast one call,
+// gradient buckets contiguous slices, checkpoints one dataset, and the
+// optimizer one fused loop.
+//
+// Layout: parameters in forward layer order, each layer's in its
+// param_specs() order. Backward runs in reverse, so gradients become final
+// from the END of the buffer towards the start; backward() reports that
+// frontier after every layer so the GradReducer can start a bucket's
+// AllReduce as soon as the bucket is complete.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "nn/layer.h"
+
+namespace hpc::nn {
+
+struct ParamInfo {
+  std::string name;  // "3.conv.weight": layer index, layer kind, parameter name
+  int layer = 0;
+  int64_t offset = 0;  // element offset in the flat buffers
+  Shape shape;
+  bool weight_decay = true;
+};
+
+class Model {
+ public:
+  // Builds every layer for `input_shape` (no batch dim), allocates the flat
+  // buffers in `dtype` and initialises parameters from `seed`.
+  Model(const std::string& spec, const Shape& input_shape, DType dtype, uint64_t seed);
+
+  const std::string& spec() const { return spec_; }  // canonical text (each layer's spec())
+  const Shape& input_shape() const { return input_shape_; }
+  const Shape& output_shape() const { return output_shape_; }
+  DType dtype() const { return dtype_; }
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  Layer& layer(int i) { return *layers_[static_cast<size_t>(i)]; }
+
+  const Tensor& params() const { return params_; }  // flat, [num_params]
+  const Tensor& grads() const { return grads_; }    // flat, same layout
+  int64_t num_params() const { return params_.count(); }
+  const std::vector<ParamInfo>& param_info() const { return info_; }
+  // Non-trained persistent state (BatchNorm running statistics), named "3.bn.running_mean".
+  std::vector<std::pair<std::string, Tensor>> buffers();
+
+  // x: [N, input...]. Returns the output [N, output...] (owned by the model, valid until the next forward).
+  const Tensor& forward(const Tensor& x, const RunCtx& ctx);
+  // dout: gradient of the output. Adds into grads(). After each layer, calls
+  // on_ready(frontier): every gradient at flat offset ≥ frontier is final.
+  void backward(const Tensor& dout, const RunCtx& ctx,
+                const std::function<void(int64_t frontier)>& on_ready = {});
+  void zero_grads();
+
+  // Table of layers: spec, output shape, parameter count; and the total.
+  std::string summary() const;
+  // FLOPs of one sample's forward pass (a training step is ≈ 3×).
+  int64_t forward_flops() const;
+
+ private:
+  void ensure_activations(int64_t batch);
+
+  std::string spec_;
+  Shape input_shape_, output_shape_;
+  DType dtype_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Shape> out_shapes_;      // per layer, no batch dim
+  std::vector<int64_t> layer_offset_;  // first flat offset of each layer's parameters
+  std::vector<ParamInfo> info_;
+  Tensor params_, grads_;
+  std::vector<Tensor> acts_, dacts_;   // acts_[i+1] = output of layer i; acts_[0] = the input view
+  int64_t batch_ = -1;
+};
+
+}  // namespace hpc::nn

@@ -1,0 +1,159 @@
+// Model-spec parser and presets.
+//
+// Grammar (whitespace separates layers):
+//   spec  := layer*
+//   layer := NAME [ '(' arg (',' arg)* ')' ]
+//   arg   := NUMBER | NAME '=' NUMBER | layer        (layers only inside res(...))
+// A hand-written recursive-descent parser: small, and its errors can say
+// exactly where the text went wrong.
+#include "nn/spec.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace hpc::nn {
+
+namespace {
+
+class SpecParser {
+ public:
+  explicit SpecParser(const std::string& text) : s_(text) {}
+
+  std::vector<LayerArgs> parse_all() {
+    std::vector<LayerArgs> out;
+    skip_space();
+    while (pos_ < s_.size()) {
+      out.push_back(parse_layer());
+      skip_space();
+    }
+    if (out.empty()) fail("the spec is empty");
+    return out;
+  }
+
+ private:
+  [[noreturn]] void fail(const std::string& what) const {
+    throw UserError("model spec: " + what + " at position " + std::to_string(pos_ + 1) + " of '" + s_ + "'");
+  }
+  void skip_space() {
+    while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+  }
+  bool is_name_char(char c) const { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }
+
+  std::string parse_name() {
+    size_t start = pos_;
+    if (pos_ < s_.size() && std::isalpha(static_cast<unsigned char>(s_[pos_])))
+      while (pos_ < s_.size() && is_name_char(s_[pos_])) ++pos_;
+    if (pos_ == start) fail("expected a layer name");
+    return s_.substr(start, pos_ - start);
+  }
+
+  double parse_number() {
+    const char* begin = s_.c_str() + pos_;
+    char* end = nullptr;
+    errno = 0;
+    double v = std::strtod(begin, &end);
+    if (end == begin || errno == ERANGE || !std::isfinite(v)) fail("expected a number");
+    pos_ += static_cast<size_t>(end - begin);
+    return v;
+  }
+
+  LayerArgs parse_layer() {
+    LayerArgs a;
+    size_t start = pos_;
+    a.name = parse_name();
+    skip_space();
+    if (pos_ < s_.size() && s_[pos_] == '(') {
+      ++pos_;
+      skip_space();
+      if (pos_ < s_.size() && s_[pos_] == ')') fail("empty argument list");
+      for (;;) {
+        skip_space();
+        parse_arg(a);
+        skip_space();
+        if (pos_ >= s_.size()) fail("missing ')'");
+        if (s_[pos_] == ')') break;
+        if (a.name == "res" && s_[pos_] != ',') continue;  // res(conv(…) bn relu …): layers need no commas
+        if (s_[pos_] != ',') fail("expected ',' or ')'");
+        ++pos_;
+      }
+      ++pos_;
+    }
+    a.text = s_.substr(start, pos_ - start);
+    return a;
+  }
+
+  void parse_arg(LayerArgs& a) {
+    char c = s_[pos_];
+    if (std::isdigit(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.') {
+      if (!a.named.empty()) fail("positional argument after a named one");
+      a.positional.push_back(parse_number());
+      return;
+    }
+    size_t save = pos_;
+    std::string name = parse_name();
+    skip_space();
+    if (pos_ < s_.size() && s_[pos_] == '=') {
+      ++pos_;
+      skip_space();
+      if (a.named.count(name)) fail("argument '" + name + "' given twice");
+      a.named[name] = parse_number();
+      return;
+    }
+    if (a.name != "res") fail("expected a number or key=value");
+    pos_ = save;
+    a.children.push_back(parse_layer());
+  }
+
+  const std::string& s_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+std::vector<LayerArgs> parse_spec(const std::string& text) { return SpecParser(text).parse_all(); }
+
+const std::vector<std::string>& preset_names() {
+  static const std::vector<std::string> names = {"simplenet", "mlp", "lenet5", "cnn", "resnet20"};
+  return names;
+}
+
+std::string preset_spec(const std::string& preset, const std::vector<int>& hidden, int64_t num_classes) {
+  const std::string k = std::to_string(num_classes);
+  std::ostringstream s;
+  if (preset == "simplenet") {
+    s << "flatten linear(" << k << ")";
+  } else if (preset == "mlp") {
+    s << "flatten";
+    for (int h : hidden) s << " linear(" << h << ") relu";
+    s << " linear(" << k << ")";
+  } else if (preset == "lenet5") {
+    // LeCun et al. 1998 with ReLU and max pooling, padded so 28×28 inputs work like the 32×32 original.
+    s << "conv(6,5,pad=2) relu maxpool(2) conv(16,5) relu maxpool(2) flatten "
+      << "linear(120) relu linear(84) relu linear(" << k << ")";
+  } else if (preset == "cnn") {
+    s << "conv(32,3,pad=1) bn relu maxpool(2) conv(64,3,pad=1) bn relu maxpool(2) flatten "
+      << "linear(128) relu linear(" << k << ")";
+  } else if (preset == "resnet20") {
+    // He et al. 2016, CIFAR variant: 3 stages × 3 basic blocks, 16/32/64 channels, 6n+2 = 20 layers.
+    auto block = [&](int ch, int stride) {
+      s << " res(conv(" << ch << ",3,stride=" << stride << ",pad=1,bias=0) bn relu conv(" << ch
+        << ",3,pad=1,bias=0) bn) relu";
+    };
+    s << "conv(16,3,pad=1,bias=0) bn relu";
+    for (int stage = 0; stage < 3; ++stage)
+      for (int b = 0; b < 3; ++b) block(16 << stage, (stage > 0 && b == 0) ? 2 : 1);
+    s << " gap linear(" << k << ")";
+  } else {
+    std::string known;
+    for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+    throw UserError("unknown model preset '" + preset + "' (known: " + known + ")");
+  }
+  return s.str();
+}
+
+}  // namespace hpc::nn
