@@ -1,0 +1,278 @@
+// parse_config(): command line, environment and INI file into one validated Config.
+//
+// Boost.Program_options does the collecting: every option is declared once
+// (from the option table) as a string-valued option; the command line is
+// stored first, then the environment (po::parse_environment with a name
+// mapper), then the INI file. po::store keeps the first value it sees for an
+// option, which is exactly "command line > environment > file > default".
+// The typed parsing and validation happen afterwards, once per option, on the
+// winning text only, so an error can say where that text came from. Boost's
+// exceptions are translated where they are thrown; none escapes.
+#include "config/config.h"
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <iomanip>
+#include <iostream>
+#include <iterator>
+#include <map>
+#include <sstream>
+
+#include "config/ini.h"
+#include "config/options.h"
+#include "core/error.h"
+
+namespace hpc {
+
+namespace po = boost::program_options;
+using config::option_table;
+using config::OptionSpec;
+
+namespace {
+
+const std::vector<std::string> COMMANDS = {"train", "eval", "doctor", "sample"};
+
+// HPCTRAIN_* variables that are not options and are read elsewhere: fault
+// injection (HPCTRAIN_FAULT*) and test hooks (HPCTRAIN_TEST*). Any other
+// HPCTRAIN_* variable that names no option is an error, like an unknown
+// option: a misspelt HPCTRAIN_OPTIM_LRR must not be silently ignored.
+const std::vector<std::string> ENV_NOT_OPTIONS = {"HPCTRAIN_FAULT", "HPCTRAIN_TEST"};
+
+constexpr const char* HOW_TO_MAKE_DATA = "make one with `hpcdata pack --from mnist-idx DIR -o train.h5`";
+
+std::string did_you_mean(const std::string& near) {
+  return near.empty() ? "" : "; did you mean " + near + "?";
+}
+
+po::options_description make_description() {
+  po::options_description desc;
+  for (const OptionSpec& s : option_table()) desc.add_options()(s.name.c_str(), po::value<std::string>(), "");
+  desc.add_options()("help", "")("version", "");
+  return desc;
+}
+
+std::vector<std::string> all_option_names(const char* prefix) {
+  std::vector<std::string> names = {std::string(prefix) + "help", std::string(prefix) + "version"};
+  for (const OptionSpec& s : option_table()) names.push_back(prefix + s.name);
+  return names;
+}
+
+std::string parse_command(const std::string& word) {
+  for (const std::string& c : COMMANDS)
+    if (word == c) return c;
+  std::string msg = "unknown command '" + word + "' (commands: train, eval, doctor, sample)" +
+                    did_you_mean(config::closest_match(word, COMMANDS));
+  if (word.ends_with(".ini")) msg += "; a config file is given as --config " + word;
+  throw UserError(msg);
+}
+
+po::parsed_options parse_command_line(const std::vector<std::string>& args,
+                                      const po::options_description& desc) {
+  // No abbreviations: --optim.l must not quietly mean --optim.lr.
+  int style = po::command_line_style::unix_style & ~po::command_line_style::allow_guessing;
+  po::parsed_options parsed(&desc);
+  try {
+    parsed = po::command_line_parser(args).options(desc).style(style).run();
+  } catch (const po::unknown_option& e) {
+    std::string name = e.get_option_name();
+    std::string bare = name.substr(name.find_first_not_of('-'));
+    std::string near = config::closest_match(bare, all_option_names(""));
+    throw UserError("unknown option " + name + did_you_mean(near.empty() ? "" : "--" + near) +
+                    " (hpctrain --help lists the options)");
+  } catch (const po::invalid_command_line_syntax& e) {
+    if (e.kind() == po::invalid_command_line_syntax::missing_parameter)
+      throw UserError("option " + e.get_option_name() + ": missing value (write " + e.get_option_name() +
+                      " VALUE or " + e.get_option_name() + "=VALUE)");
+    throw UserError(std::string("command line: ") + e.what());
+  }
+  // Boost takes the next word as the value even when it is another option
+  // (`--optim.lr --train.steps 5`); that is a missing value, not a value.
+  for (const po::option& o : parsed.options)
+    if (o.value.size() == 1 && o.value[0].starts_with("--")) {
+      std::string next = o.value[0].substr(2, o.value[0].find('=') - 2);
+      if (config::find_option(next) || next == "help" || next == "version")
+        throw UserError("option --" + o.string_key + ": missing value before " + o.value[0]);
+    }
+  // Without a positional description Boost keeps stray words as unnamed
+  // options that po::store skips; they are almost always a mistake.
+  for (const po::option& o : parsed.options)
+    if (o.string_key.empty()) {
+      std::string word = o.original_tokens.empty() ? "" : o.original_tokens.front();
+      for (const std::string& c : COMMANDS)
+        if (word == c) throw UserError("unexpected argument '" + word + "': the command must come first");
+      throw UserError("unexpected argument '" + word + "' (options are written --group.name VALUE)");
+    }
+  return parsed;
+}
+
+po::parsed_options parse_env(const po::options_description& desc, std::map<std::string, std::string>& where) {
+  std::map<std::string, std::string> to_option;
+  for (const OptionSpec& s : option_table()) to_option[config::env_name(s)] = s.name;
+  std::vector<std::string> unknown;
+  po::parsed_options parsed = po::parse_environment(desc, [&](const std::string& var) -> std::string {
+    if (!var.starts_with("HPCTRAIN_")) return "";
+    if (auto it = to_option.find(var); it != to_option.end()) {
+      where.emplace(it->second, "environment " + var);
+      return it->second;
+    }
+    for (const std::string& prefix : ENV_NOT_OPTIONS)
+      if (var.starts_with(prefix)) return "";
+    unknown.push_back(var);
+    return "";
+  });
+  if (!unknown.empty()) {
+    std::vector<std::string> known;
+    for (const auto& entry : to_option) known.push_back(entry.first);
+    std::sort(unknown.begin(), unknown.end());
+    throw UserError("unknown environment variable " + unknown.front() +
+                    did_you_mean(config::closest_match(unknown.front(), known)) +
+                    " (HPCTRAIN_GROUP_NAME sets --group.name)");
+  }
+  return parsed;
+}
+
+po::parsed_options parse_file(const std::string& path, const po::options_description& desc,
+                              std::map<std::string, std::string>& where) {
+  po::parsed_options parsed(&desc);
+  for (const config::IniSetting& s : config::read_ini(path)) {
+    po::option o(s.name, {s.value});
+    o.original_tokens = {s.name, s.value};
+    parsed.options.push_back(o);
+    where.emplace(s.name, path + ":" + std::to_string(s.line));
+  }
+  return parsed;
+}
+
+// Stores one source; multiple_occurrences can only come from the command
+// line (the environment and read_ini hold each name once).
+void store_source(const po::parsed_options& parsed, po::variables_map& vm) {
+  try {
+    po::store(parsed, vm);
+  } catch (const po::multiple_occurrences& e) {
+    throw UserError("option " + e.get_option_name() + " is given more than once");
+  }
+}
+
+// One option of --help: name and value in a 32-column field, then the help
+// wrapped at 100 columns; the default stays in one piece.
+void print_option(std::ostream& os, const std::string& left, const std::string& help,
+                  const std::string& fallback = "") {
+  constexpr size_t INDENT = 35, WIDTH = 100;
+  const std::string new_line = "\n" + std::string(INDENT - 1, ' ');
+  os << "  " << std::left << std::setw(32) << left;
+  size_t column = std::max<size_t>(2 + left.size(), INDENT - 1);
+  if (left.size() >= 32) {
+    os << new_line;
+    column = INDENT - 1;
+  }
+  std::istringstream split(help);
+  std::vector<std::string> words{std::istream_iterator<std::string>(split), {}};
+  if (!fallback.empty()) words.push_back("(default: " + fallback + ")");
+  for (const std::string& w : words) {
+    if (column + 1 + w.size() > WIDTH && column > INDENT) {
+      os << new_line;
+      column = INDENT - 1;
+    }
+    os << " " << w;
+    column += 1 + w.size();
+  }
+  os << "\n";
+}
+
+void print_help(std::ostream& os) {
+  Config defaults;
+  os << "usage: hpctrain [train|eval|doctor|sample] [--config FILE] [--GROUP.NAME VALUE]...\n\n"
+        "commands: train (default), eval (--checkpoint, --data.path), doctor (check the setup),\n"
+        "          sample (--checkpoint; language models)\n"
+        "Every option can also be set in the environment as HPCTRAIN_GROUP_NAME (--optim.lr:\n"
+        "HPCTRAIN_OPTIM_LR) and in the --config INI file as `name = value` under [group].\n"
+        "Precedence: command line > environment > config file > default.\n"
+        "--name=VALUE works too; BOOL is true/false, 1/0, yes/no or on/off.\n";
+  std::string group = "-";
+  for (const OptionSpec& s : option_table()) {
+    if (s.group != group) {
+      group = s.group;
+      os << "\n" << (group.empty() ? "general" : group) << ":\n";
+      if (group.empty()) {
+        print_option(os, "--help", "this text");
+        print_option(os, "--version", "versions of hpctrain and the libraries it was built with");
+      }
+    }
+    std::string value = s.get(defaults);
+    print_option(os, "--" + s.name + " " + s.value_name, s.help, value);
+  }
+}
+
+// "option --optim.lr", plus " (from run.ini:4)" when the value did not come from the command line.
+std::string option_label(const std::string& name, const std::map<std::string, std::string>& where) {
+  auto it = where.find(name);
+  bool elsewhere = it != where.end() && !it->second.empty();
+  return "option --" + name + (elsewhere ? " (from " + it->second + ")" : "");
+}
+
+// Checks that involve more than one option or the command.
+void check_combination(const Config& c, const std::map<std::string, std::string>& where) {
+  if (c.command == "train" && c.train.steps <= 0 && c.train.epochs <= 0)
+    throw UserError("options --train.epochs and --train.steps: one of them must be > 0 (got epochs=" +
+                    std::to_string(c.train.epochs) + ", steps=" + std::to_string(c.train.steps) + ")");
+  if ((c.command == "train" || c.command == "eval") && c.data.path.empty())
+    throw UserError("option --data.path: required for " + c.command + " (an HDF5 dataset; " +
+                    HOW_TO_MAKE_DATA + ")");
+  if ((c.command == "eval" || c.command == "sample") && c.checkpoint.empty())
+    throw UserError("option --checkpoint: required for " + c.command + " (a ckpt-STEP.h5 file of a run)");
+  if (c.optim.schedule == "cosine" && c.optim.min_lr > c.optim.lr)
+    throw UserError(option_label("optim.min_lr", where) + ": must be <= optim.lr (got " +
+                    config::format_float(c.optim.min_lr) + " > " + config::format_float(c.optim.lr) + ")");
+}
+
+bool parse(int argc, const char* const* argv, Config& out) {
+  Config cfg;
+  std::vector<std::string> args(argv + std::min(argc, 1), argv + argc);
+  if (!args.empty() && !args.front().empty() && args.front()[0] != '-') {
+    cfg.command = parse_command(args.front());
+    args.erase(args.begin());
+  }
+
+  const po::options_description desc = make_description();
+  po::variables_map vm;
+  std::map<std::string, std::string> where;  // option name → where its value came from ("" = command line)
+  po::parsed_options cli = parse_command_line(args, desc);
+  for (const po::option& o : cli.options) where.emplace(o.string_key, "");
+  store_source(cli, vm);
+  if (vm.count("help")) {
+    print_help(std::cout);
+    return false;
+  }
+  if (vm.count("version")) {
+    std::cout << version_report();
+    return false;
+  }
+  store_source(parse_env(desc, where), vm);
+  if (vm.count("config")) store_source(parse_file(vm["config"].as<std::string>(), desc, where), vm);
+
+  for (const OptionSpec& s : option_table()) {
+    if (!vm.count(s.name)) continue;
+    const std::string& text = vm[s.name].as<std::string>();
+    try {
+      s.set(cfg, text);
+    } catch (const config::BadValue& e) {
+      throw UserError(option_label(s.name, where) + ": " + e.what());
+    }
+  }
+  check_combination(cfg, where);
+  out = std::move(cfg);
+  return true;
+}
+
+}  // namespace
+
+bool parse_config(int argc, const char* const* argv, Config& out) {
+  try {
+    return parse(argc, argv, out);
+  } catch (const po::error& e) {
+    // Every Boost error we expect is translated above; this keeps any other one a clean UserError.
+    throw UserError(std::string("command line: ") + e.what());
+  }
+}
+
+}  // namespace hpc

@@ -1,0 +1,106 @@
+// The resolved configuration of a run.
+//
+// Sources, highest precedence first: command line (--optim.lr 0.01),
+// environment (HPCTRAIN_OPTIM_LR), INI file (--config run.ini, [optim] lr=…),
+// defaults. Every value is validated once in parse_config(); the rest of the
+// program trusts this struct. to_ini() writes it back so that a run can be
+// repeated exactly (RUN_DIR/config.ini).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hpc {
+
+struct DataConfig {
+  std::string path;             // HDF5 file with /train and optionally /val
+  std::string val_path;         // optional separate validation file
+  int workers = 2;              // loader threads
+  int prefetch = 4;             // batches in flight
+  bool drop_last = true;        // drop the last partial global batch of an epoch
+  std::string check = "quick";  // quick | full: how much of the inputs to scan for non-finite values
+};
+
+struct ModelConfig {
+  std::string preset = "cnn";   // simplenet | mlp | lenet5 | cnn | resnet20
+  std::string spec;             // explicit layer spec; overrides preset
+  std::vector<int> hidden = {512, 512};  // mlp widths
+  std::string sync_bn = "auto"; // auto (on when world size > 1) | true | false
+};
+
+struct OptimConfig {
+  std::string name = "adam";    // sgd | adam | adamw
+  double lr = 1e-3;
+  double momentum = 0.9;        // sgd
+  bool nesterov = false;        // sgd
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
+  double weight_decay = 0.0;    // L2 (sgd, adam) or decoupled (adamw)
+  double clip_norm = 0.0;       // clip gradients to this global L2 norm; 0 = off
+  std::string schedule = "constant";  // constant | step | cosine
+  int64_t warmup_steps = 0;     // linear warmup over this many optimizer steps (step s gets peak·(s+1)/warmup)
+  int64_t step_every = 1000;    // step schedule: multiply lr by gamma every this many steps
+  double gamma = 0.1;
+  double min_lr = 0.0;          // cosine floor
+  std::string lr_scaling = "none";  // none | linear: lr × global_batch / base_batch
+  int64_t base_batch = 256;
+};
+
+struct TrainConfig {
+  int64_t batch_size = 64;      // per rank
+  int64_t epochs = 5;           // total epochs (ignored when steps > 0)
+  int64_t steps = 0;            // total optimizer steps; 0 = use epochs
+  int64_t accum_steps = 1;      // micro-batches per optimizer step
+  uint64_t seed = 42;
+  std::string device = "auto";  // auto | cpu | cuda
+  std::string precision = "fp32";  // fp32 | bf16 | fp16 (GPU)
+  std::string loss = "auto";    // auto | ce | mse
+  double label_smoothing = 0.0;
+  double time_limit = 0;        // seconds; 0 = none
+};
+
+struct DistConfig {
+  std::string backend = "auto"; // auto | mpi | nccl
+  double bucket_mb = 25;
+  double timeout = 300;         // seconds per collective before the job is aborted
+};
+
+struct LogConfig {
+  int64_t every = 50;           // steps between step-table lines
+  std::string progress = "auto";// auto (bar on a TTY) | bar | plain | none
+};
+
+struct CkptConfig {
+  int64_t every_steps = 0;
+  double every_minutes = 0;
+  int keep = 3;
+  bool allow_reshard = false;
+};
+
+struct Config {
+  std::string command = "train";  // train | eval | doctor | sample
+  std::string config_file;
+  std::string run_dir = "runs/default";
+  std::string resume;             // "" | auto | PATH
+  std::string checkpoint;         // eval / sample
+  DataConfig data;
+  ModelConfig model;
+  OptimConfig optim;
+  TrainConfig train;
+  DistConfig dist;
+  LogConfig log;
+  CkptConfig ckpt;
+};
+
+// Parses argv (argv[1] may be a sub-command), the environment and the INI
+// file. Throws UserError (exit 2) naming the option on any bad value.
+// Returns false when --help or --version was handled (already printed).
+bool parse_config(int argc, const char* const* argv, Config& out);
+
+// The resolved configuration as an INI file that parse_config reads back to an equal Config.
+std::string to_ini(const Config& cfg);
+
+// Human-readable version block: hpctrain version and commit, and every library it was built with.
+std::string version_report();
+
+}  // namespace hpc

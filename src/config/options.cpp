@@ -1,0 +1,315 @@
+// The option table (see options.h) and the name utilities built on it.
+//
+// Each line of option_table() binds a dotted name to a Config field through a
+// small accessor lambda, together with its check and its --help text; the
+// helpers below turn that into the text get/set pair every consumer uses. The
+// defaults are not repeated here: they are whatever `Config{}` holds
+// (config.h), read back through `get`.
+#include "config/options.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "nn/spec.h"
+
+namespace hpc::config {
+
+namespace {
+
+constexpr double INF = std::numeric_limits<double>::infinity();
+constexpr Range ANY{-INF, false, INF, false};
+constexpr Range POSITIVE{0, true, INF, false};
+constexpr Range NON_NEGATIVE{0, false, INF, false};
+constexpr Range AT_LEAST_ONE{1, false, INF, false};
+constexpr Range UNIT_HALF_OPEN{0, false, 1, true};  // [0, 1): decay rates, smoothing
+
+// The presets nn knows, then the language-model names reserved for the GPT
+// presets so that configs written for them already validate.
+std::vector<std::string> preset_choices() {
+  std::vector<std::string> names = nn::preset_names();
+  for (const char* reserved : {"gpt-tiny", "gpt-small", "gpt2-124m"})
+    if (std::find(names.begin(), names.end(), reserved) == names.end()) names.push_back(reserved);
+  return names;
+}
+
+std::string preset_help() {
+  std::string help = "network:";
+  for (const std::string& p : preset_choices()) help += " " + p + ",";
+  help.back() = ' ';
+  return help + "(gpt-*: language models)";
+}
+
+template <class Access>
+using FieldType = std::remove_cvref_t<decltype(std::declval<Access>()(std::declval<Config&>()))>;
+
+OptionSpec base(std::string name, std::string value_name, std::string help) {
+  OptionSpec s;
+  size_t dot = name.rfind('.');
+  s.group = dot == std::string::npos ? "" : name.substr(0, dot);
+  s.key = dot == std::string::npos ? name : name.substr(dot + 1);
+  s.name = std::move(name);
+  s.value_name = std::move(value_name);
+  s.help = std::move(help);
+  return s;
+}
+
+template <class Access>
+OptionSpec number(std::string name, Access acc, Range range, std::string help) {
+  using T = FieldType<Access>;
+  OptionSpec s = base(std::move(name), std::is_floating_point_v<T> ? "FLOAT" : "INT", std::move(help));
+  s.get = [acc](const Config& c) {
+    if constexpr (std::is_floating_point_v<T>)
+      return format_float(acc(c));
+    else
+      return std::to_string(acc(c));
+  };
+  s.set = [acc, range](Config& c, const std::string& text) {
+    if constexpr (std::is_floating_point_v<T>) {
+      double v = parse_float(text);
+      check_range(v, range, text);
+      acc(c) = v;
+    } else if constexpr (std::is_unsigned_v<T>) {
+      acc(c) = parse_uint(text);
+    } else {
+      int64_t v = parse_int(text);
+      check_range(static_cast<double>(v), range, text);
+      if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max())
+        throw BadValue("integer out of range: '" + text + "'");
+      acc(c) = static_cast<T>(v);
+    }
+  };
+  return s;
+}
+
+template <class Access>
+OptionSpec flag(std::string name, Access acc, std::string help) {
+  OptionSpec s = base(std::move(name), "BOOL", std::move(help));
+  s.get = [acc](const Config& c) -> std::string { return acc(c) ? "true" : "false"; };
+  s.set = [acc](Config& c, const std::string& text) { acc(c) = parse_bool(text); };
+  return s;
+}
+
+template <class Access>
+OptionSpec choice(std::string name, Access acc, std::vector<std::string> choices, std::string help,
+                  const std::string& value_name = "") {
+  std::string shown = value_name;
+  for (size_t i = 0; value_name.empty() && i < choices.size(); ++i) shown += (i ? "|" : "") + choices[i];
+  OptionSpec s = base(std::move(name), shown, std::move(help));
+  s.choices = choices;
+  s.get = [acc](const Config& c) { return acc(c); };
+  s.set = [acc, choices](Config& c, const std::string& text) { acc(c) = parse_choice(text, choices); };
+  return s;
+}
+
+// auto | true | false, where true and false take every bool spelling.
+template <class Access>
+OptionSpec auto_or_bool(std::string name, Access acc, std::string help) {
+  OptionSpec s = choice(std::move(name), acc, {"auto", "true", "false"}, std::move(help));
+  s.set = [acc, choices = s.choices](Config& c, const std::string& text) {
+    try {
+      acc(c) = parse_bool(text) ? "true" : "false";
+    } catch (const BadValue&) {
+      acc(c) = parse_choice(text, choices);
+    }
+  };
+  return s;
+}
+
+// Cheap existence check of an input file, so that a typo in a path fails in
+// the first second instead of after MPI start-up.
+void check_readable_file(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) throw BadValue("cannot open '" + path + "': " + std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) throw BadValue("'" + path + "' is a directory, expected a file");
+  if (access(path.c_str(), R_OK) != 0) throw BadValue("cannot read '" + path + "': " + std::strerror(errno));
+}
+
+enum class PathKind { ANY_TEXT, NON_EMPTY, INPUT_FILE, RESUME };
+
+template <class Access>
+OptionSpec text(std::string name, Access acc, PathKind kind, std::string value_name, std::string help) {
+  OptionSpec s = base(std::move(name), std::move(value_name), std::move(help));
+  s.get = [acc](const Config& c) { return acc(c); };
+  s.set = [acc, kind](Config& c, const std::string& value) {
+    if (kind == PathKind::NON_EMPTY && trim(value).empty()) throw BadValue("must not be empty");
+    if (kind == PathKind::INPUT_FILE && !value.empty()) check_readable_file(value);
+    if (kind == PathKind::RESUME && !value.empty() && value != "auto") check_readable_file(value);
+    acc(c) = value;
+  };
+  return s;
+}
+
+template <class Access>
+OptionSpec int_list(std::string name, Access acc, std::string help) {
+  OptionSpec s = base(std::move(name), "INT,INT", std::move(help));
+  s.get = [acc](const Config& c) { return format_int_list(acc(c)); };
+  s.set = [acc](Config& c, const std::string& value) { acc(c) = parse_int_list(value); };
+  return s;
+}
+
+// A config file that names another config file would be a second, hidden
+// level of precedence: --config comes from the command line or environment only.
+OptionSpec command_line_only(OptionSpec s) {
+  s.in_file = false;
+  return s;
+}
+
+// The accessor for a field: generic so that the same lambda serves const
+// (get) and mutable (set) access.
+// clang-format off
+#define FIELD(member) [](auto& c) -> auto& { return c.member; }
+// clang-format on
+
+std::vector<OptionSpec> build_table() {
+  using P = PathKind;
+  std::vector<OptionSpec> t = {
+      command_line_only(text("config", FIELD(config_file), P::NON_EMPTY, "FILE",
+                             "INI file: [group] sections of name = value (env HPCTRAIN_CONFIG)")),
+      text("resume", FIELD(resume), P::RESUME, "auto|PATH",
+           "continue from the newest valid checkpoint in run.dir (auto) or from this file"),
+      text("checkpoint", FIELD(checkpoint), P::INPUT_FILE, "PATH", "checkpoint to evaluate or sample from"),
+
+      text("data.path", FIELD(data.path), P::INPUT_FILE, "PATH",
+           "HDF5 dataset with /train and optionally /val (needed by train and eval)"),
+      text("data.val_path", FIELD(data.val_path), P::INPUT_FILE, "PATH", "separate HDF5 validation file"),
+      number("data.workers", FIELD(data.workers), AT_LEAST_ONE, "loader threads per rank"),
+      number("data.prefetch", FIELD(data.prefetch), AT_LEAST_ONE, "batches in flight per rank"),
+      flag("data.drop_last", FIELD(data.drop_last), "drop the last partial global batch of an epoch"),
+      choice("data.check", FIELD(data.check), {"quick", "full"},
+             "how much of the inputs to scan for non-finite values"),
+
+      choice("model.preset", FIELD(model.preset), preset_choices(), preset_help(), "NAME"),
+      text("model.spec", FIELD(model.spec), P::ANY_TEXT, "SPEC",
+           "explicit layer spec, e.g. \"conv(32,3,pad=1) relu flatten linear(10)\"; overrides the preset"),
+      int_list("model.hidden", FIELD(model.hidden), "mlp hidden layer widths"),
+      auto_or_bool("model.sync_bn", FIELD(model.sync_bn),
+                   "batch-norm statistics over all ranks (auto: when there is more than one)"),
+
+      choice("optim.name", FIELD(optim.name), {"sgd", "adam", "adamw"}, "optimizer"),
+      number("optim.lr", FIELD(optim.lr), POSITIVE, "peak learning rate (after warmup, before lr_scaling)"),
+      number("optim.momentum", FIELD(optim.momentum), NON_NEGATIVE, "sgd momentum"),
+      flag("optim.nesterov", FIELD(optim.nesterov), "sgd: Nesterov momentum"),
+      number("optim.beta1", FIELD(optim.beta1), UNIT_HALF_OPEN, "adam/adamw first-moment decay, in [0, 1)"),
+      number("optim.beta2", FIELD(optim.beta2), UNIT_HALF_OPEN, "adam/adamw second-moment decay, in [0, 1)"),
+      number("optim.eps", FIELD(optim.eps), POSITIVE, "adam/adamw denominator epsilon"),
+      number("optim.weight_decay", FIELD(optim.weight_decay), NON_NEGATIVE,
+             "L2 penalty (sgd, adam) or decoupled decay (adamw)"),
+      number("optim.clip_norm", FIELD(optim.clip_norm), NON_NEGATIVE,
+             "clip gradients to this global L2 norm; 0 = off"),
+      choice("optim.schedule", FIELD(optim.schedule), {"constant", "step", "cosine"},
+             "learning-rate schedule after warmup"),
+      number("optim.warmup_steps", FIELD(optim.warmup_steps), NON_NEGATIVE,
+             "linear warmup from 0, in optimizer steps"),
+      number("optim.step_every", FIELD(optim.step_every), AT_LEAST_ONE,
+             "step schedule: multiply lr by gamma every this many optimizer steps"),
+      number("optim.gamma", FIELD(optim.gamma), POSITIVE, "step schedule: lr factor"),
+      number("optim.min_lr", FIELD(optim.min_lr), NON_NEGATIVE, "cosine schedule: final learning rate"),
+      choice("optim.lr_scaling", FIELD(optim.lr_scaling), {"none", "linear"},
+             "linear: lr × global batch / optim.base_batch"),
+      number("optim.base_batch", FIELD(optim.base_batch), AT_LEAST_ONE,
+             "global batch (samples) that optim.lr was tuned for"),
+
+      number("train.batch_size", FIELD(train.batch_size), AT_LEAST_ONE,
+             "samples per rank per micro-batch; global = batch_size × ranks × accum_steps"),
+      number("train.epochs", FIELD(train.epochs), NON_NEGATIVE,
+             "total epochs of the run (used when train.steps = 0)"),
+      number("train.steps", FIELD(train.steps), NON_NEGATIVE,
+             "total optimizer steps of the run; 0 = use epochs"),
+      number("train.accum_steps", FIELD(train.accum_steps), AT_LEAST_ONE, "micro-batches per optimizer step"),
+      number("train.seed", FIELD(train.seed), ANY, "random seed: initialisation, shuffling, dropout"),
+      choice("train.device", FIELD(train.device), {"auto", "cpu", "cuda"},
+             "auto: cuda when a GPU is visible"),
+      choice("train.precision", FIELD(train.precision), {"fp32", "bf16", "fp16"},
+             "compute precision (bf16, fp16: GPU only)"),
+      choice("train.loss", FIELD(train.loss), {"auto", "ce", "mse"},
+             "auto: ce for class ids, mse for float targets"),
+      number("train.label_smoothing", FIELD(train.label_smoothing), UNIT_HALF_OPEN,
+             "cross-entropy label smoothing, in [0, 1)"),
+      number("train.time_limit", FIELD(train.time_limit), NON_NEGATIVE,
+             "seconds of wall time, then checkpoint and exit 75 for requeue; 0 = none"),
+
+      choice("dist.backend", FIELD(dist.backend), {"auto", "mpi", "nccl"},
+             "gradient allreduce (auto: nccl on GPUs, mpi otherwise)"),
+      number("dist.bucket_mb", FIELD(dist.bucket_mb), POSITIVE, "gradient bucket size in MiB"),
+      number("dist.timeout", FIELD(dist.timeout), POSITIVE,
+             "seconds a collective may take before the job is aborted"),
+
+      number("log.every", FIELD(log.every), AT_LEAST_ONE, "steps between step-table lines"),
+      choice("log.progress", FIELD(log.progress), {"auto", "bar", "plain", "none"},
+             "auto: a bar on a TTY, plain lines otherwise"),
+
+      number("ckpt.every_steps", FIELD(ckpt.every_steps), NON_NEGATIVE,
+             "checkpoint every this many optimizer steps; 0 = off"),
+      number("ckpt.every_minutes", FIELD(ckpt.every_minutes), NON_NEGATIVE,
+             "checkpoint every this many minutes of wall time; 0 = off"),
+      number("ckpt.keep", FIELD(ckpt.keep), AT_LEAST_ONE, "checkpoints kept in run.dir"),
+      flag("ckpt.allow_reshard", FIELD(ckpt.allow_reshard), "allow resuming with a different world size"),
+
+      text("run.dir", FIELD(run_dir), P::NON_EMPTY, "DIR",
+           "run directory: config.ini, metrics.jsonl, checkpoints"),
+  };
+  return t;
+}
+
+#undef FIELD
+
+// Optimal string alignment distance: Levenshtein plus adjacent swaps.
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& option_table() {
+  static const std::vector<OptionSpec> table = build_table();
+  return table;
+}
+
+const OptionSpec* find_option(std::string_view name) {
+  for (const OptionSpec& s : option_table())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::string env_name(const OptionSpec& spec) {
+  std::string r = "HPCTRAIN_";
+  for (char ch : spec.name)
+    r += ch == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return r;
+}
+
+std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {
+  // Up to 2 edits for short names, about one in four characters for long ones:
+  // close enough to be a typo, far enough not to suggest unrelated options.
+  size_t limit = std::max<size_t>(2, word.size() / 4);
+  std::string best;
+  size_t best_distance = limit + 1;
+  for (const std::string& c : candidates) {
+    size_t d = edit_distance(word, c);
+    if (d < best_distance) best = c, best_distance = d;
+  }
+  if (!best.empty()) return best;
+  for (const std::string& c : candidates) {
+    size_t dot = c.rfind('.');
+    if (dot != std::string::npos && std::string_view(c).substr(dot + 1) == word) return c;
+  }
+  return "";
+}
+
+}  // namespace hpc::config
