@@ -1,0 +1,137 @@
+// DatasetWriter: output checks, contiguous aligned datasets, temp file + rename.
+#include "dataset_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "core/error.h"
+
+namespace hpc::data_tools {
+
+using data::H5Handle;
+using data::h5_check;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Page alignment for mmap; objects smaller than the threshold (group headers,
+// attributes) stay packed.
+constexpr hsize_t ALIGNMENT = 4096;
+
+// Little-endian on disk whatever the host: the layout is fixed, readers convert.
+hid_t file_type(DType t) {
+  switch (t) {
+    case DType::U8: return H5T_STD_U8LE;
+    case DType::I32: return H5T_STD_I32LE;
+    case DType::F32: return H5T_IEEE_F32LE;
+    default: break;
+  }
+  throw Error(EXIT_INTERNAL, std::string("DatasetWriter: no file type for ") + dtype_name(t));
+}
+
+hid_t memory_type(DType t) {
+  switch (t) {
+    case DType::U8: return H5T_NATIVE_UINT8;
+    case DType::I32: return H5T_NATIVE_INT32;
+    case DType::F32: return H5T_NATIVE_FLOAT;
+    default: break;
+  }
+  throw Error(EXIT_INTERNAL, std::string("DatasetWriter: no memory type for ") + dtype_name(t));
+}
+
+// fsync of a file or directory; the rename is only durable once both are on disk.
+bool sync_path(const std::string& path, int flags) {
+  int fd = ::open(path.c_str(), flags);
+  if (fd < 0) return false;
+  bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
+}  // namespace
+
+DatasetWriter::DatasetWriter(std::string path, bool force) : path_(std::move(path)) {
+  if (path_.empty()) throw UserError("no output file given (-o FILE)");
+  std::error_code ec;
+  const auto status = fs::status(path_, ec);
+  if (fs::is_directory(status)) throw UserError("output " + path_ + " is a directory");
+  if (fs::exists(status) && !force) throw UserError("output " + path_ + " exists (use --force to overwrite it)");
+  const std::string dir = fs::path(path_).parent_path().empty() ? "." : fs::path(path_).parent_path().string();
+  if (!fs::is_directory(fs::status(dir, ec))) throw UserError("output directory " + dir + " does not exist");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw UserError("output directory " + dir + " is not writable (" + std::strerror(errno) + ")");
+
+  tmp_path_ = path_ + ".tmp-" + std::to_string(::getpid());
+  data::H5QuietErrors quiet;
+  const std::string what = "cannot create " + tmp_path_;
+  H5Handle fapl = H5Handle::plist(h5_check(H5Pcreate(H5P_FILE_ACCESS), what));
+  h5_check(H5Pset_alignment(fapl.id(), ALIGNMENT, ALIGNMENT), what);
+  h5_check(H5Pset_file_locking(fapl.id(), false, true), what);
+  // TRUNC, not EXCL: a leftover with our pid can only be from a dead process.
+  file_ = H5Handle::file(h5_check(H5Fcreate(tmp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), what));
+}
+
+DatasetWriter::~DatasetWriter() {
+  if (committed_) return;
+  file_.reset();
+  if (!tmp_path_.empty()) std::remove(tmp_path_.c_str());
+}
+
+void DatasetWriter::write(const std::string& name, const void* data, DType dtype, const Shape& shape) {
+  HPC_ASSERT(!committed_ && file_.valid(), "DatasetWriter::write after commit");
+  data::H5QuietErrors quiet;
+  const std::string what = "cannot write " + name + " to " + tmp_path_;
+  std::vector<hsize_t> dims(shape.dims().begin(), shape.dims().end());
+  H5Handle space = H5Handle::space(h5_check(H5Screate_simple(shape.rank(), dims.data(), nullptr), what));
+  H5Handle lcpl = H5Handle::plist(h5_check(H5Pcreate(H5P_LINK_CREATE), what));
+  h5_check(H5Pset_create_intermediate_group(lcpl.id(), 1), what);
+  // Default dataset creation properties = contiguous layout, no filters: mmappable.
+  H5Handle dset = H5Handle::dataset(h5_check(
+      H5Dcreate2(file_.id(), name.c_str(), file_type(dtype), space.id(), lcpl.id(), H5P_DEFAULT, H5P_DEFAULT),
+      what));
+  h5_check(H5Dwrite(dset.id(), memory_type(dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, data), what);
+}
+
+void DatasetWriter::set_attr(const std::string& dataset, const std::string& attr, double value) {
+  data::H5QuietErrors quiet;
+  const std::string what = "cannot write attribute " + attr + " of " + dataset;
+  H5Handle obj = H5Handle::dataset(h5_check(H5Dopen2(file_.id(), dataset.c_str(), H5P_DEFAULT), what));
+  H5Handle space = H5Handle::space(h5_check(H5Screate(H5S_SCALAR), what));
+  H5Handle a = H5Handle::attr(
+      h5_check(H5Acreate2(obj.id(), attr.c_str(), H5T_IEEE_F64LE, space.id(), H5P_DEFAULT, H5P_DEFAULT), what));
+  h5_check(H5Awrite(a.id(), H5T_NATIVE_DOUBLE, &value), what);
+}
+
+void DatasetWriter::set_attr(const std::string& dataset, const std::string& attr, int64_t value) {
+  data::H5QuietErrors quiet;
+  const std::string what = "cannot write attribute " + attr + " of " + dataset;
+  H5Handle obj = H5Handle::dataset(h5_check(H5Dopen2(file_.id(), dataset.c_str(), H5P_DEFAULT), what));
+  H5Handle space = H5Handle::space(h5_check(H5Screate(H5S_SCALAR), what));
+  H5Handle a = H5Handle::attr(
+      h5_check(H5Acreate2(obj.id(), attr.c_str(), H5T_STD_I64LE, space.id(), H5P_DEFAULT, H5P_DEFAULT), what));
+  h5_check(H5Awrite(a.id(), H5T_NATIVE_INT64, &value), what);
+}
+
+void DatasetWriter::commit() {
+  HPC_ASSERT(!committed_ && file_.valid(), "DatasetWriter::commit twice");
+  {
+    data::H5QuietErrors quiet;
+    if (file_.close() < 0) data::throw_h5_error("cannot finish writing " + tmp_path_);
+  }
+  if (!sync_path(tmp_path_, O_RDONLY))
+    throw UserError("cannot sync " + tmp_path_ + " to disk (" + std::strerror(errno) + ")");
+  if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0)
+    throw UserError("cannot rename " + tmp_path_ + " to " + path_ + " (" + std::strerror(errno) + ")");
+  committed_ = true;
+  // The data is safe in the file; a directory that cannot be synced costs at most the name on a crash.
+  const fs::path dir = fs::path(path_).parent_path();
+  sync_path(dir.empty() ? "." : dir.string(), O_RDONLY | O_DIRECTORY);
+}
+
+}  // namespace hpc::data_tools

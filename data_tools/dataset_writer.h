@@ -1,0 +1,48 @@
+// DatasetWriter: writes an hpctrain dataset file (DESIGN.md "HDF5 layout")
+// so that it can be memory-mapped and never exists half-written.
+//
+// - Datasets are contiguous (HDF5's default layout: no chunking, no filters)
+//   and the file is created with 4 KiB alignment, so every dataset starts on
+//   a page boundary and a reader can mmap it at H5Dget_offset.
+// - Everything goes to OUT.tmp-PID; commit() closes, fsyncs and renames it
+//   over OUT. If commit() is never reached (an exception on any path), the
+//   destructor removes the temp file, so a failure leaves no output at all.
+// - The output location is checked in the constructor, before the caller
+//   reads any input: an existing file without `force`, a missing or
+//   unwritable directory fail in milliseconds.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/tensor.h"
+#include "data/h5_handle.h"
+
+namespace hpc::data_tools {
+
+class DatasetWriter {
+ public:
+  DatasetWriter(std::string path, bool force);
+  ~DatasetWriter();
+  DatasetWriter(const DatasetWriter&) = delete;
+  DatasetWriter& operator=(const DatasetWriter&) = delete;
+
+  // Writes `name` (e.g. "/train/x", parent groups created) from host memory
+  // holding shape.count() elements of `dtype` (U8, I32 or F32) in native order.
+  void write(const std::string& name, const void* data, DType dtype, const Shape& shape);
+  // Scalar attributes on a dataset written before.
+  void set_attr(const std::string& dataset, const std::string& attr, double value);
+  void set_attr(const std::string& dataset, const std::string& attr, int64_t value);
+
+  // Makes the file visible under its final name. Nothing may be written after.
+  void commit();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, tmp_path_;
+  data::H5Handle file_;
+  bool committed_ = false;
+};
+
+}  // namespace hpc::data_tools

@@ -1,0 +1,291 @@
+// H5Dataset: open-time validation of one split, and gather().
+//
+// The constructor is a straight list of checks in the order a user would fix
+// them (file, datasets, types, shapes, attributes, values); each failure is
+// one UserError line "data file 'PATH': /SPLIT/NAME …".
+#include "data/h5_dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
+#include <type_traits>
+#include <vector>
+
+#include "backend/dispatch.h"
+#include "core/error.h"
+#include "data/h5_handle.h"
+#include "data/sample_source.h"
+
+namespace hpc::data {
+
+namespace {
+
+// The quick check scans this many samples for NaN/Inf: enough to catch a
+// file written from uninitialised or NaN-filled arrays, cheap on any size.
+constexpr int64_t QUICK_CHECK_SAMPLES = 4096;
+
+enum class Stored { F32, U8, I32, Other };
+
+Stored stored_type(hid_t dset) {
+  H5Handle t = H5Handle::type(H5Dget_type(dset));
+  if (!t.valid()) return Stored::Other;
+  const H5T_class_t cls = H5Tget_class(t.id());
+  const size_t size = H5Tget_size(t.id());
+  if (cls == H5T_FLOAT && size == 4) return Stored::F32;
+  if (cls == H5T_INTEGER && size == 1 && H5Tget_sign(t.id()) == H5T_SGN_NONE) return Stored::U8;
+  if (cls == H5T_INTEGER && size == 4 && H5Tget_sign(t.id()) == H5T_SGN_2) return Stored::I32;
+  return Stored::Other;
+}
+
+std::string type_name(hid_t dset) {
+  H5Handle t = H5Handle::type(H5Dget_type(dset));
+  return t.valid() ? h5_type_name(t.id()) : "of an unreadable type";
+}
+
+std::vector<int64_t> dims_of(hid_t dset, const std::string& what) {
+  H5Handle space = H5Handle::space(h5_check(H5Dget_space(dset), what + ": cannot read its shape"));
+  const int rank = h5_check(H5Sget_simple_extent_ndims(space.id()), what + ": cannot read its shape");
+  std::vector<hsize_t> d(static_cast<size_t>(rank));
+  h5_check(H5Sget_simple_extent_dims(space.id(), d.data(), nullptr), what + ": cannot read its shape");
+  return std::vector<int64_t>(d.begin(), d.end());
+}
+
+// A numeric scalar attribute, or nullopt when absent.
+std::optional<double> number_attr(hid_t obj, const char* name, const std::string& what) {
+  const std::string where = what + ": attribute '" + name + "'";
+  if (h5_check(H5Aexists(obj, name), where + " cannot be read") == 0) return std::nullopt;
+  H5Handle a = H5Handle::attr(h5_check(H5Aopen(obj, name, H5P_DEFAULT), where + " cannot be opened"));
+  H5Handle t = H5Handle::type(h5_check(H5Aget_type(a.id()), where + " cannot be read"));
+  H5Handle s = H5Handle::space(h5_check(H5Aget_space(a.id()), where + " cannot be read"));
+  const H5T_class_t cls = H5Tget_class(t.id());
+  if ((cls != H5T_FLOAT && cls != H5T_INTEGER) || H5Sget_simple_extent_npoints(s.id()) != 1)
+    throw UserError(where + " must be a single number");
+  double v = 0;
+  h5_check(H5Aread(a.id(), H5T_NATIVE_DOUBLE, &v), where + " cannot be read");
+  if (!std::isfinite(v)) throw UserError(where + " is not finite");
+  return v;
+}
+
+std::optional<int64_t> num_classes_attr(hid_t y, const std::string& what) {
+  std::optional<double> v = number_attr(y, "num_classes", what);
+  if (!v) return std::nullopt;
+  if (*v < 1 || *v > 2147483647.0 || *v != std::floor(*v))
+    throw UserError(what + ": attribute 'num_classes' must be a positive integer, got " + std::to_string(*v));
+  return static_cast<int64_t>(*v);
+}
+
+bool link_exists(hid_t file, const std::string& name) {
+  // H5Lexists fails (rather than answering false) when a parent is missing, so walk down.
+  std::string prefix;
+  size_t pos = 0;
+  while (pos != std::string::npos) {
+    pos = name.find('/', pos + 1);
+    prefix = name.substr(0, pos);
+    if (H5Lexists(file, prefix.c_str(), H5P_DEFAULT) <= 0) return false;
+  }
+  return true;
+}
+
+H5Handle open_dataset(hid_t file, const std::string& name, const std::string& file_what,
+                      const std::string& split) {
+  if (!link_exists(file, name))
+    throw UserError(file_what + ": " + name + " is missing (a dataset file needs /" + split + "/x and /" +
+                    split + "/y)");
+  return H5Handle::dataset(h5_check(H5Dopen2(file, name.c_str(), H5P_DEFAULT),
+                                    file_what + ": " + name + " cannot be opened as a dataset"));
+}
+
+int64_t max_label(const SampleSource& y) {
+  int32_t m = INT32_MIN;
+  for (int64_t i = 0; i < y.rows(); ++i) {
+    int32_t v;
+    std::memcpy(&v, y.row(i), sizeof v);
+    m = std::max(m, v);
+  }
+  return m;
+}
+
+// Where num_classes comes from: see the header. `source` names it for error messages.
+int64_t resolve_num_classes(hid_t file, hid_t y, const SampleSource& labels, const std::string& split,
+                            const std::string& file_what, std::string& source) {
+  const std::string yname = "/" + split + "/y";
+  std::optional<int64_t> own = num_classes_attr(y, file_what + ": " + yname);
+  if (split == "train" || !link_exists(file, "/train/y")) {
+    if (own) {
+      source = "the num_classes attribute of " + yname;
+      return *own;
+    }
+    source = "max label of " + yname + " + 1";
+    return std::max<int64_t>(max_label(labels) + 1, 1);
+  }
+  const std::string what = file_what + ": /train/y";
+  H5Handle train_y = open_dataset(file, "/train/y", file_what, "train");
+  std::optional<int64_t> train_attr = num_classes_attr(train_y.id(), what);
+  if (own && train_attr && *own != *train_attr)
+    throw UserError(file_what + ": num_classes is " + std::to_string(*own) + " on " + yname + " but " +
+                    std::to_string(*train_attr) + " on /train/y");
+  if (own || train_attr) {
+    source = "the num_classes attribute of " + std::string(own ? yname : "/train/y");
+    return own ? *own : *train_attr;
+  }
+  const std::vector<int64_t> d = dims_of(train_y.id(), what);
+  if (stored_type(train_y.id()) != Stored::I32 || d.size() != 1 || d[0] == 0)
+    throw UserError(file_what + ": " + yname + " holds class ids but /train/y does not (int32 [N] expected)");
+  std::unique_ptr<SampleSource> train_labels =
+      load_into_memory(train_y.id(), H5T_NATIVE_INT32, d[0], sizeof(int32_t), what);
+  source = "max label of /train/y + 1";
+  return std::max<int64_t>(max_label(*train_labels) + 1, 1);
+}
+
+void check_labels(const SampleSource& y, int64_t num_classes, const std::string& what,
+                  const std::string& source) {
+  for (int64_t i = 0; i < y.rows(); ++i) {
+    int32_t v;
+    std::memcpy(&v, y.row(i), sizeof v);
+    if (v < 0 || v >= num_classes)
+      throw UserError(what + ": label " + std::to_string(v) + " at sample " + std::to_string(i) +
+                      " is outside [0, " + std::to_string(num_classes) + ") (" + source + ")");
+  }
+}
+
+void check_finite(const SampleSource& src, int64_t rows, const std::string& what) {
+  const int64_t per_row = src.row_bytes() / static_cast<int64_t>(sizeof(float));
+  for (int64_t i = 0; i < rows; ++i) {
+    const auto* v = reinterpret_cast<const float*>(src.row(i));
+    for (int64_t j = 0; j < per_row; ++j)
+      if (!std::isfinite(v[j]))
+        throw UserError(what + ": sample " + std::to_string(i) + " contains " +
+                        (std::isnan(v[j]) ? "NaN" : "Inf") + " (element " + std::to_string(j) + ")");
+  }
+}
+
+}  // namespace
+
+H5Dataset::H5Dataset(const std::string& path, const std::string& split, bool full_check)
+    : path_(path), split_(split) {
+  H5QuietErrors quiet;
+  const std::string file_what = "data file '" + path + "'";
+  const std::string xname = "/" + split + "/x", yname = "/" + split + "/y";
+  const std::string xwhat = file_what + ": " + xname, ywhat = file_what + ": " + yname;
+
+  H5Handle file = h5_open_read_only(path);
+  H5Handle x = open_dataset(file.id(), xname, file_what, split);
+  H5Handle y = open_dataset(file.id(), yname, file_what, split);
+
+  const Stored xs = stored_type(x.id()), ys = stored_type(y.id());
+  if (xs != Stored::F32 && xs != Stored::U8)
+    throw UserError(xwhat + " is " + type_name(x.id()) + "; x must be float32 or uint8");
+  if (ys != Stored::I32 && ys != Stored::F32)
+    throw UserError(ywhat + " is " + type_name(y.id()) +
+                    "; y must be int32 class ids or float32 regression targets");
+  info_.x_dtype = xs == Stored::F32 ? DType::F32 : DType::U8;
+  info_.classification = ys == Stored::I32;
+
+  const std::vector<int64_t> xd = dims_of(x.id(), xwhat), yd = dims_of(y.id(), ywhat);
+  if (xd.size() < 2)
+    throw UserError(xwhat + " has shape " + Shape(xd).str() + "; x must be N x sample dims (rank >= 2)");
+  if (info_.classification ? yd.size() != 1 : (yd.empty() || yd.size() > 2))
+    throw UserError(ywhat + " has shape " + Shape(yd).str() +
+                    "; y must be N class ids (int32) or N x k targets (float32)");
+  if (xd[0] != yd[0])
+    throw UserError(file_what + ": " + xname + " has " + std::to_string(xd[0]) + " samples but " + yname +
+                    " has " + std::to_string(yd[0]));
+  if (xd[0] == 0) throw UserError(xwhat + " has no samples");
+  info_.size = xd[0];
+  info_.sample_shape = Shape(std::vector<int64_t>(xd.begin() + 1, xd.end()));
+  if (info_.sample_shape.count() == 0)
+    throw UserError(xwhat + ": sample shape " + info_.sample_shape.str() + " is empty");
+  if (!info_.classification) {
+    info_.target_shape = Shape{yd.size() == 2 ? yd[1] : 1};
+    if (info_.target_shape[0] == 0) throw UserError(ywhat + " has zero targets per sample");
+  }
+
+  if (info_.x_dtype == DType::U8) {
+    info_.scale = number_attr(x.id(), "scale", xwhat).value_or(1.0);
+    info_.mean = number_attr(x.id(), "mean", xwhat).value_or(0.0);
+    info_.std = number_attr(x.id(), "std", xwhat).value_or(1.0);
+    if (info_.std == 0) throw UserError(xwhat + ": attribute 'std' is 0");
+  }
+
+  const int64_t xsize = info_.x_dtype == DType::F32 ? 4 : 1;
+  x_ = load_into_memory(x.id(), info_.x_dtype == DType::F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT8, info_.size,
+                        info_.sample_shape.count() * xsize, xwhat);
+  y_ = load_into_memory(y.id(), info_.classification ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT, info_.size,
+                        (info_.classification ? 1 : info_.target_shape[0]) * 4, ywhat);
+
+  const int64_t scan = full_check ? info_.size : std::min(info_.size, QUICK_CHECK_SAMPLES);
+  if (info_.x_dtype == DType::F32) check_finite(*x_, scan, xwhat);
+  if (info_.classification) {
+    std::string source;
+    info_.num_classes = resolve_num_classes(file.id(), y.id(), *y_, split, file_what, source);
+    check_labels(*y_, info_.num_classes, ywhat, source);
+  } else {
+    check_finite(*y_, scan, ywhat);
+  }
+
+  for (int b = 0; b < 256; ++b) {
+    u8_f64_[b] = (b * info_.scale - info_.mean) / info_.std;
+    u8_f32_[b] = static_cast<float>(u8_f64_[b]);
+  }
+}
+
+H5Dataset::~H5Dataset() = default;
+H5Dataset::H5Dataset(H5Dataset&&) noexcept = default;
+H5Dataset& H5Dataset::operator=(H5Dataset&&) noexcept = default;
+
+bool H5Dataset::has_split(const std::string& path, const std::string& split) {
+  H5QuietErrors quiet;
+  H5Handle file = h5_open_read_only(path);
+  return link_exists(file.id(), "/" + split);
+}
+
+template <typename T>
+void H5Dataset::gather_x(const int64_t* indices, int64_t n, T* out) const {
+  const int64_t per = info_.sample_shape.count();
+  if (info_.x_dtype == DType::U8) {
+    const T* lut;
+    if constexpr (std::is_same_v<T, float>)
+      lut = u8_f32_.data();
+    else
+      lut = u8_f64_.data();
+    for (int64_t i = 0; i < n; ++i) {
+      const auto* src = reinterpret_cast<const uint8_t*>(x_->row(indices[i]));
+      T* dst = out + i * per;
+      for (int64_t j = 0; j < per; ++j) dst[j] = lut[src[j]];
+    }
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const auto* src = reinterpret_cast<const float*>(x_->row(indices[i]));
+    std::copy(src, src + per, out + i * per);  // a memcpy for float, a widening copy for double
+  }
+}
+
+void H5Dataset::gather(const int64_t* indices, int64_t n, const Tensor& x, const Tensor& y) const {
+  const int64_t per = info_.sample_shape.count();
+  const int64_t k = info_.classification ? 1 : info_.target_shape[0];
+  HPC_ASSERT(x.device() == Device::CPU && y.device() == Device::CPU, "H5Dataset::gather into device tensors");
+  HPC_ASSERT(x.shape().rank() >= 1 && x.shape()[0] == n && x.count() == n * per,
+             "gather: x is " + x.shape().str() + ", samples are " + info_.sample_shape.str());
+  HPC_ASSERT(y.count() == n * k, "gather: y is " + y.shape().str() + " for " + std::to_string(n) + " samples");
+  for (int64_t i = 0; i < n; ++i)
+    HPC_ASSERT(indices[i] >= 0 && indices[i] < info_.size, "gather: index " + std::to_string(indices[i]) +
+                                                               " outside [0, " + std::to_string(info_.size) + ")");
+
+  backend::dispatch_float(x.dtype(), "H5Dataset::gather x",
+                          [&]<typename T>() { gather_x<T>(indices, n, x.data<T>()); });
+  if (info_.classification) {
+    HPC_ASSERT(y.dtype() == DType::I32, "gather: class ids go into an int32 tensor");
+    for (int64_t i = 0; i < n; ++i) std::memcpy(y.data<int32_t>() + i, y_->row(indices[i]), sizeof(int32_t));
+    return;
+  }
+  backend::dispatch_float(y.dtype(), "H5Dataset::gather y", [&]<typename T>() {
+    for (int64_t i = 0; i < n; ++i) {
+      const auto* src = reinterpret_cast<const float*>(y_->row(indices[i]));
+      std::copy(src, src + k, y.data<T>() + i * k);
+    }
+  });
+}
+
+}  // namespace hpc::data

@@ -1,0 +1,89 @@
+// H5Handle close, error-stack silencing and the HDF5 → UserError helper.
+#include "data/h5_handle.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace hpc::data {
+
+herr_t H5Handle::close() noexcept {
+  herr_t status = id_ >= 0 && close_ ? close_(id_) : 0;
+  id_ = H5I_INVALID_HID;
+  return status;
+}
+
+void H5Handle::reset() noexcept {
+  if (close() < 0) std::fprintf(stderr, "hpctrain: warning: closing an HDF5 %s failed\n", kind_);
+}
+
+H5QuietErrors::H5QuietErrors() {
+  H5Eget_auto2(H5E_DEFAULT, &func_, &data_);
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
+
+H5QuietErrors::~H5QuietErrors() { H5Eset_auto2(H5E_DEFAULT, func_, data_); }
+
+namespace {
+
+// Walking upward visits the innermost frame first: the function that found
+// the problem, whose description is the specific one ("file signature not
+// found"); the outer frames only say "unable to open file".
+herr_t take_innermost(unsigned n, const H5E_error2_t* err, void* out) {
+  auto* detail = static_cast<std::string*>(out);
+  if (detail->empty() && err->desc && *err->desc) *detail = err->desc;
+  return 0;
+}
+
+}  // namespace
+
+std::string h5_error_detail() {
+  std::string detail;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, take_innermost, &detail);
+  // Some HDF5 messages end in a newline or carry embedded ones; keep the report on one line.
+  for (char& c : detail)
+    if (c == '\n' || c == '\r') c = ' ';
+  while (!detail.empty() && detail.back() == ' ') detail.pop_back();
+  return detail;
+}
+
+void throw_h5_error(const std::string& what) {
+  std::string detail = h5_error_detail();
+  H5Eclear2(H5E_DEFAULT);
+  throw UserError(detail.empty() ? what : what + " (" + detail + ")");
+}
+
+std::string h5_type_name(hid_t type) {
+  const size_t bits = 8 * H5Tget_size(type);
+  switch (H5Tget_class(type)) {
+    case H5T_FLOAT: return "float" + std::to_string(bits);
+    case H5T_INTEGER: return (H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits);
+    case H5T_STRING: return "string";
+    case H5T_COMPOUND: return "compound";
+    case H5T_ENUM: return "enum";
+    case H5T_ARRAY: return "array";
+    default: return "an unsupported type";
+  }
+}
+
+H5Handle h5_open_read_only(const std::string& path) {
+  H5QuietErrors quiet;
+  const std::string what = "data file '" + path + "'";
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) throw UserError(what + ": no such file");
+  if (std::filesystem::is_directory(status)) throw UserError(what + ": is a directory, not a file");
+  if (access(path.c_str(), R_OK) != 0) throw UserError(what + ": cannot read it (" + std::strerror(errno) + ")");
+  // 0 means "readable, but no HDF5 signature"; < 0 (cannot tell) falls through to H5Fopen's own error.
+  if (H5Fis_hdf5(path.c_str()) == 0) throw UserError(what + ": not an HDF5 file");
+  H5Handle fapl = H5Handle::plist(h5_check(H5Pcreate(H5P_FILE_ACCESS), what + ": H5Pcreate failed"));
+  h5_check(H5Pset_file_locking(fapl.id(), false, true), what + ": cannot turn file locking off");
+  return H5Handle::file(h5_check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.id()), what + ": cannot open it"));
+}
+
+}  // namespace hpc::data
