@@ -1,0 +1,57 @@
+// The one interface every collective goes through.
+//
+// Two implementations: MpiComm (host buffers, CPU nodes) and NcclComm (device
+// buffers, its own CUDA stream). Buffers are tensors, so counts and dtypes
+// come from them; all ranks must call collectives in the same order with the
+// same counts. A single-process run uses SelfComm, whose collectives are
+// no-ops, so code never needs a "am I distributed" branch.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace hpc::dist {
+
+enum class ReduceOp { Sum, Avg, Max };
+
+// A collective in flight. wait() blocks until it has completed (or throws
+// PeerError on timeout / a failed peer); test() polls without blocking.
+class Request {
+ public:
+  virtual ~Request() = default;
+  virtual void wait() = 0;
+  virtual bool test() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual std::string name() const = 0;  // "mpi", "nccl", "self"
+
+  // In place over buf.
+  virtual void allreduce(const Tensor& buf, ReduceOp op) = 0;
+  virtual std::unique_ptr<Request> allreduce_async(const Tensor& buf, ReduceOp op) = 0;
+  virtual void broadcast(const Tensor& buf, int root) = 0;
+  // recv holds size() × send.count() elements, rank r's part at offset r·send.count().
+  virtual void allgather(const Tensor& send, const Tensor& recv) = 0;
+  virtual void barrier() = 0;
+};
+
+// World size 1: every collective is the identity.
+class SelfComm final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string name() const override { return "self"; }
+  void allreduce(const Tensor&, ReduceOp) override {}
+  std::unique_ptr<Request> allreduce_async(const Tensor&, ReduceOp) override;
+  void broadcast(const Tensor&, int) override {}
+  void allgather(const Tensor& send, const Tensor& recv) override;
+  void barrier() override {}
+};
+
+}  // namespace hpc::dist

@@ -1,0 +1,95 @@
+// hpctrain: the table of contents of a run.
+//
+//   1. parse and validate the configuration (before MPI: a bad option is one
+//      line and exit 2 on every rank, no abort banners)
+//   2. start MPI, find out who and where we are
+//   3. set up data, model and optimizer on every rank; if any rank fails,
+//      all learn it and exit with the same code, the failing rank's message once
+//   4. train; a failure from here on aborts every rank so none is left waiting
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "config/config.h"
+#include "core/error.h"
+#include "dist/context.h"
+#include "train/trainer.h"
+
+namespace {
+
+// The rank the launcher gave this process, known before MPI_Init.
+int launcher_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  return 0;
+}
+
+void print_error(const std::string& what, int rank, int world) {
+  if (world > 1)
+    std::fprintf(stderr, "hpctrain: error on rank %d: %s\n", rank, what.c_str());
+  else
+    std::fprintf(stderr, "hpctrain: error: %s\n", what.c_str());
+}
+
+int train(const hpc::Config& cfg, hpc::dist::Context& ctx) {
+  std::unique_ptr<hpc::train::Trainer> trainer;
+  int code = 0;
+  std::string message;
+  try {
+    trainer = std::make_unique<hpc::train::Trainer>(cfg, ctx);
+  } catch (const hpc::Error& e) {
+    code = e.exit_code();
+    message = e.what();
+  } catch (const std::exception& e) {
+    code = hpc::EXIT_INTERNAL;
+    message = e.what();
+  }
+  auto [failed_rank, worst] = ctx.agree_on_failure(code);
+  if (failed_rank >= 0) {
+    if (ctx.rank() == failed_rank) print_error(message, ctx.rank(), ctx.world());
+    return worst;
+  }
+
+  try {
+    trainer->print_header();
+    hpc::train::EvalResult r = trainer->run();
+    if (ctx.is_root() && r.count > 0) {
+      std::printf("final: val_loss %.4f  val_acc %.2f%%", r.loss, 100 * r.acc);
+      if (r.top5 >= 0) std::printf("  val_top5 %.2f%%", 100 * r.top5);
+      std::printf("  (%lld validation samples)\n", static_cast<long long>(r.count));
+    }
+    return hpc::EXIT_OK;
+  } catch (const hpc::Error& e) {
+    print_error(e.what(), ctx.rank(), ctx.world());
+    ctx.abort(e.exit_code());
+  } catch (const std::exception& e) {
+    print_error(e.what(), ctx.rank(), ctx.world());
+    ctx.abort(hpc::EXIT_INTERNAL);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  hpc::Config cfg;
+  try {
+    if (!hpc::parse_config(argc, argv, cfg)) return hpc::EXIT_OK;  // --help / --version
+  } catch (const hpc::Error& e) {
+    if (launcher_rank() == 0) std::fprintf(stderr, "hpctrain: error: %s\n", e.what());
+    return e.exit_code();
+  }
+
+  std::unique_ptr<hpc::dist::Context> ctx;
+  try {
+    ctx = std::make_unique<hpc::dist::Context>(&argc, &argv);
+  } catch (const hpc::Error& e) {
+    if (launcher_rank() == 0) std::fprintf(stderr, "hpctrain: error: %s\n", e.what());
+    return e.exit_code();
+  }
+
+  if (cfg.command == "train") return train(cfg, *ctx);
+  if (ctx->is_root())
+    std::fprintf(stderr, "hpctrain: error: '%s' is not available in this version of hpctrain (only 'train')\n",
+                 cfg.command.c_str());
+  return hpc::EXIT_BAD_INPUT;
+}

