@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 
 namespace hpc::train {
 
@@ -19,9 +21,21 @@ std::string format_duration(double s) {
   return buf;
 }
 
-Progress::Progress(const std::string& mode, int64_t total_steps, int64_t first_step, bool is_root)
+namespace {
+// A bar only where a person watches one process's terminal: Open MPI gives
+// every rank a pseudo-terminal even when mpirun's own output is a file, so
+// a multi-rank run is treated as a log.
+bool wants_bar(const std::string& mode, int world) {
+  if (mode == "bar") return true;
+  if (mode != "auto" || world > 1 || !isatty(STDOUT_FILENO)) return false;
+  const char* term = std::getenv("TERM");
+  return !(term && std::string(term) == "dumb");
+}
+}  // namespace
+
+Progress::Progress(const std::string& mode, int64_t total_steps, int64_t first_step, bool is_root, int world)
     : root_(is_root),
-      bar_(is_root && (mode == "bar" || (mode == "auto" && isatty(STDOUT_FILENO)))),
+      bar_(is_root && wants_bar(mode, world)),
       quiet_(mode == "none"),
       total_(total_steps),
       first_(first_step),

@@ -12,8 +12,9 @@ namespace hpc::train {
 
 class Progress {
  public:
-  // mode: auto (bar on a TTY) | bar | plain | none. Only the root prints.
-  Progress(const std::string& mode, int64_t total_steps, int64_t first_step, bool is_root);
+  // mode: auto (a bar when one process writes to a terminal) | bar | plain | none.
+  // Only the root prints.
+  Progress(const std::string& mode, int64_t total_steps, int64_t first_step, bool is_root, int world);
 
   void table_header();
   void step_line(int64_t epoch, int64_t step, double loss, double lr, double grad_norm, double samples_per_s,

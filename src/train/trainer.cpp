@@ -109,7 +109,7 @@ Trainer::Trainer(const Config& cfg, dist::Context& ctx) : cfg_(cfg), ctx_(ctx), 
     std::ofstream(cfg.run_dir + "/config.ini") << to_ini(cfg);
     metrics_ = MetricsLog(cfg.run_dir + "/metrics.jsonl");
   }
-  progress_ = std::make_unique<Progress>(cfg.log.progress, total_steps_, step_, ctx.is_root());
+  progress_ = std::make_unique<Progress>(cfg.log.progress, total_steps_, step_, ctx.is_root(), ctx.world());
 }
 
 Trainer::~Trainer() = default;
