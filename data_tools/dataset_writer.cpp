@@ -14,33 +14,42 @@
 
 namespace hpc::data_tools {
 
-using data::H5Handle;
 using data::h5_check;
+using data::H5Handle;
 namespace fs = std::filesystem;
 
 namespace {
 
-// Page alignment for mmap; objects smaller than the threshold (group headers,
-// attributes) stay packed.
-constexpr hsize_t ALIGNMENT = 4096;
+// Page alignment for mmap. The threshold is raw data of 512 bytes: every
+// dataset but a handful of labels starts on a page; metadata (object
+// headers, attributes, allocated in small blocks) stays packed.
+constexpr hsize_t ALIGNMENT = 4096, ALIGNMENT_THRESHOLD = 512;
 
 // Little-endian on disk whatever the host: the layout is fixed, readers convert.
 hid_t file_type(DType t) {
   switch (t) {
-    case DType::U8: return H5T_STD_U8LE;
-    case DType::I32: return H5T_STD_I32LE;
-    case DType::F32: return H5T_IEEE_F32LE;
-    default: break;
+    case DType::U8:
+      return H5T_STD_U8LE;
+    case DType::I32:
+      return H5T_STD_I32LE;
+    case DType::F32:
+      return H5T_IEEE_F32LE;
+    default:
+      break;
   }
   throw Error(EXIT_INTERNAL, std::string("DatasetWriter: no file type for ") + dtype_name(t));
 }
 
 hid_t memory_type(DType t) {
   switch (t) {
-    case DType::U8: return H5T_NATIVE_UINT8;
-    case DType::I32: return H5T_NATIVE_INT32;
-    case DType::F32: return H5T_NATIVE_FLOAT;
-    default: break;
+    case DType::U8:
+      return H5T_NATIVE_UINT8;
+    case DType::I32:
+      return H5T_NATIVE_INT32;
+    case DType::F32:
+      return H5T_NATIVE_FLOAT;
+    default:
+      break;
   }
   throw Error(EXIT_INTERNAL, std::string("DatasetWriter: no memory type for ") + dtype_name(t));
 }
@@ -61,8 +70,10 @@ DatasetWriter::DatasetWriter(std::string path, bool force) : path_(std::move(pat
   std::error_code ec;
   const auto status = fs::status(path_, ec);
   if (fs::is_directory(status)) throw UserError("output " + path_ + " is a directory");
-  if (fs::exists(status) && !force) throw UserError("output " + path_ + " exists (use --force to overwrite it)");
-  const std::string dir = fs::path(path_).parent_path().empty() ? "." : fs::path(path_).parent_path().string();
+  if (fs::exists(status) && !force)
+    throw UserError("output " + path_ + " exists (use --force to overwrite it)");
+  const std::string dir =
+      fs::path(path_).parent_path().empty() ? "." : fs::path(path_).parent_path().string();
   if (!fs::is_directory(fs::status(dir, ec))) throw UserError("output directory " + dir + " does not exist");
   if (::access(dir.c_str(), W_OK | X_OK) != 0)
     throw UserError("output directory " + dir + " is not writable (" + std::strerror(errno) + ")");
@@ -71,31 +82,60 @@ DatasetWriter::DatasetWriter(std::string path, bool force) : path_(std::move(pat
   data::H5QuietErrors quiet;
   const std::string what = "cannot create " + tmp_path_;
   H5Handle fapl = H5Handle::plist(h5_check(H5Pcreate(H5P_FILE_ACCESS), what));
-  h5_check(H5Pset_alignment(fapl.id(), ALIGNMENT, ALIGNMENT), what);
-  h5_check(H5Pset_file_locking(fapl.id(), false, true), what);
+  h5_check(H5Pset_alignment(fapl.id(), ALIGNMENT_THRESHOLD, ALIGNMENT), what);
+  data::disable_file_locking(fapl.id(), what);
   // TRUNC, not EXCL: a leftover with our pid can only be from a dead process.
   file_ = H5Handle::file(h5_check(H5Fcreate(tmp_path_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), what));
 }
 
 DatasetWriter::~DatasetWriter() {
   if (committed_) return;
+  open_.clear();
   file_.reset();
   if (!tmp_path_.empty()) std::remove(tmp_path_.c_str());
 }
 
 void DatasetWriter::write(const std::string& name, const void* data, DType dtype, const Shape& shape) {
-  HPC_ASSERT(!committed_ && file_.valid(), "DatasetWriter::write after commit");
+  create(name, dtype, shape);
+  write_rows(name, 0, shape[0], data);
+}
+
+void DatasetWriter::create(const std::string& name, DType dtype, const Shape& shape) {
+  HPC_ASSERT(!committed_ && file_.valid(), "DatasetWriter::create after commit");
+  HPC_ASSERT(shape.rank() >= 1 && !open_.count(name), "DatasetWriter::create " + name);
   data::H5QuietErrors quiet;
   const std::string what = "cannot write " + name + " to " + tmp_path_;
   std::vector<hsize_t> dims(shape.dims().begin(), shape.dims().end());
   H5Handle space = H5Handle::space(h5_check(H5Screate_simple(shape.rank(), dims.data(), nullptr), what));
   H5Handle lcpl = H5Handle::plist(h5_check(H5Pcreate(H5P_LINK_CREATE), what));
   h5_check(H5Pset_create_intermediate_group(lcpl.id(), 1), what);
-  // Default dataset creation properties = contiguous layout, no filters: mmappable.
+  // Contiguous layout, no filters (the default): mmappable. Every row is
+  // written, so the fill value would only be written twice.
+  H5Handle dcpl = H5Handle::plist(h5_check(H5Pcreate(H5P_DATASET_CREATE), what));
+  h5_check(H5Pset_fill_time(dcpl.id(), H5D_FILL_TIME_NEVER), what);
   H5Handle dset = H5Handle::dataset(h5_check(
-      H5Dcreate2(file_.id(), name.c_str(), file_type(dtype), space.id(), lcpl.id(), H5P_DEFAULT, H5P_DEFAULT),
+      H5Dcreate2(file_.id(), name.c_str(), file_type(dtype), space.id(), lcpl.id(), dcpl.id(), H5P_DEFAULT),
       what));
-  h5_check(H5Dwrite(dset.id(), memory_type(dtype), H5S_ALL, H5S_ALL, H5P_DEFAULT, data), what);
+  open_.emplace(name, Open{std::move(dset), dtype, shape});
+}
+
+void DatasetWriter::write_rows(const std::string& name, int64_t first, int64_t count, const void* data) {
+  auto it = open_.find(name);
+  HPC_ASSERT(!committed_ && it != open_.end(), "DatasetWriter::write_rows of " + name + " before create");
+  const Open& o = it->second;
+  HPC_ASSERT(first >= 0 && count >= 0 && first + count <= o.shape[0], "DatasetWriter::write_rows range");
+  if (count == 0) return;
+  data::H5QuietErrors quiet;
+  const std::string what = "cannot write " + name + " to " + tmp_path_;
+  std::vector<hsize_t> start(static_cast<size_t>(o.shape.rank()), 0),
+      dims(o.shape.dims().begin(), o.shape.dims().end());
+  start[0] = static_cast<hsize_t>(first);
+  dims[0] = static_cast<hsize_t>(count);
+  H5Handle fspace = H5Handle::space(h5_check(H5Dget_space(o.dataset.id()), what));
+  h5_check(H5Sselect_hyperslab(fspace.id(), H5S_SELECT_SET, start.data(), nullptr, dims.data(), nullptr),
+           what);
+  H5Handle mspace = H5Handle::space(h5_check(H5Screate_simple(o.shape.rank(), dims.data(), nullptr), what));
+  h5_check(H5Dwrite(o.dataset.id(), memory_type(o.dtype), mspace.id(), fspace.id(), H5P_DEFAULT, data), what);
 }
 
 void DatasetWriter::set_attr(const std::string& dataset, const std::string& attr, double value) {
@@ -103,8 +143,8 @@ void DatasetWriter::set_attr(const std::string& dataset, const std::string& attr
   const std::string what = "cannot write attribute " + attr + " of " + dataset;
   H5Handle obj = H5Handle::dataset(h5_check(H5Dopen2(file_.id(), dataset.c_str(), H5P_DEFAULT), what));
   H5Handle space = H5Handle::space(h5_check(H5Screate(H5S_SCALAR), what));
-  H5Handle a = H5Handle::attr(
-      h5_check(H5Acreate2(obj.id(), attr.c_str(), H5T_IEEE_F64LE, space.id(), H5P_DEFAULT, H5P_DEFAULT), what));
+  H5Handle a = H5Handle::attr(h5_check(
+      H5Acreate2(obj.id(), attr.c_str(), H5T_IEEE_F64LE, space.id(), H5P_DEFAULT, H5P_DEFAULT), what));
   h5_check(H5Awrite(a.id(), H5T_NATIVE_DOUBLE, &value), what);
 }
 
@@ -113,8 +153,8 @@ void DatasetWriter::set_attr(const std::string& dataset, const std::string& attr
   const std::string what = "cannot write attribute " + attr + " of " + dataset;
   H5Handle obj = H5Handle::dataset(h5_check(H5Dopen2(file_.id(), dataset.c_str(), H5P_DEFAULT), what));
   H5Handle space = H5Handle::space(h5_check(H5Screate(H5S_SCALAR), what));
-  H5Handle a = H5Handle::attr(
-      h5_check(H5Acreate2(obj.id(), attr.c_str(), H5T_STD_I64LE, space.id(), H5P_DEFAULT, H5P_DEFAULT), what));
+  H5Handle a = H5Handle::attr(h5_check(
+      H5Acreate2(obj.id(), attr.c_str(), H5T_STD_I64LE, space.id(), H5P_DEFAULT, H5P_DEFAULT), what));
   h5_check(H5Awrite(a.id(), H5T_NATIVE_INT64, &value), what);
 }
 
@@ -122,6 +162,7 @@ void DatasetWriter::commit() {
   HPC_ASSERT(!committed_ && file_.valid(), "DatasetWriter::commit twice");
   {
     data::H5QuietErrors quiet;
+    open_.clear();
     if (file_.close() < 0) data::throw_h5_error("cannot finish writing " + tmp_path_);
   }
   if (!sync_path(tmp_path_, O_RDONLY))

@@ -1,9 +1,10 @@
 // DatasetWriter: writes an hpctrain dataset file (DESIGN.md "HDF5 layout")
 // so that it can be memory-mapped and never exists half-written.
 //
-// - Datasets are contiguous (HDF5's default layout: no chunking, no filters)
-//   and the file is created with 4 KiB alignment, so every dataset starts on
-//   a page boundary and a reader can mmap it at H5Dget_offset.
+// - Datasets are contiguous (HDF5's default layout: no chunking, no filters),
+//   little-endian, and the file is created with 4 KiB alignment, so every
+//   dataset of 4 KiB or more starts on a page boundary and a reader can mmap
+//   it at H5Dget_offset (smaller ones are mappable too, at an offset).
 // - Everything goes to OUT.tmp-PID; commit() closes, fsyncs and renames it
 //   over OUT. If commit() is never reached (an exception on any path), the
 //   destructor removes the temp file, so a failure leaves no output at all.
@@ -13,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "core/tensor.h"
@@ -30,6 +32,10 @@ class DatasetWriter {
   // Writes `name` (e.g. "/train/x", parent groups created) from host memory
   // holding shape.count() elements of `dtype` (U8, I32 or F32) in native order.
   void write(const std::string& name, const void* data, DType dtype, const Shape& shape);
+  // The same in pieces, for data larger than memory: create() the dataset
+  // (shape[0] rows), then write_rows() every row exactly once, in any order.
+  void create(const std::string& name, DType dtype, const Shape& shape);
+  void write_rows(const std::string& name, int64_t first, int64_t count, const void* data);
   // Scalar attributes on a dataset written before.
   void set_attr(const std::string& dataset, const std::string& attr, double value);
   void set_attr(const std::string& dataset, const std::string& attr, int64_t value);
@@ -42,6 +48,12 @@ class DatasetWriter {
  private:
   std::string path_, tmp_path_;
   data::H5Handle file_;
+  struct Open {
+    data::H5Handle dataset;
+    DType dtype;
+    Shape shape;
+  };
+  std::map<std::string, Open> open_;  // datasets created and not yet closed (closed at commit)
   bool committed_ = false;
 };
 

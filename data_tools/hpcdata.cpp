@@ -1,4 +1,4 @@
-// hpcdata: the command line of the data tools (pack, inspect).
+// hpcdata: the command line of the data tools (pack, synth, inspect, repack).
 //
 // Parsing is hand-written on purpose: a handful of flags per command, and
 // every mistake must become one "hpcdata: …" line with exit 2. Errors from
@@ -14,29 +14,67 @@
 namespace {
 
 using hpc::UserError;
-using hpc::data_tools::PackMnistOptions;
+using namespace hpc::data_tools;
 
-constexpr const char* USAGE = R"(hpcdata: pack datasets into hpctrain's HDF5 layout, and inspect them
+constexpr const char* USAGE =
+    R"(hpcdata: pack datasets into hpctrain's HDF5 layout, make synthetic ones, inspect and repack them
 
 usage:
-  hpcdata pack --from mnist-idx DIR -o OUT.h5 [--force] [--val-fraction F]
+  hpcdata pack --from mnist-idx DIR -o OUT.h5 [--val-fraction F] [--force]
+  hpcdata pack --from cifar10-bin DIR|FILE... [--val FILE...] -o OUT.h5 [--val-fraction F] [--force]
+  hpcdata pack --from npy X.npy Y.npy [--val VX.npy VY.npy] -o OUT.h5 [--classes K]
+               [--scale S --mean M --std D] [--val-fraction F] [--force]
+  hpcdata pack --from csv FILE [--val FILE] -o OUT.h5 [--label-col C | --targets K] [--delimiter D]
+               [--classes K] [--val-fraction F] [--force]
+  hpcdata synth -o OUT.h5 [--samples N] [--val N] [--shape 1x28x28] [--classes K | --regression K]
+                [--dtype uint8|float32] [--noise S] [--seed S] [--force]
   hpcdata inspect FILE
+  hpcdata repack IN OUT [--force]
   hpcdata --help | --version
+
+Every output is written to OUT.tmp-PID and renamed when complete; on any
+error nothing is left behind. Datasets are contiguous, little-endian and
+4 KiB-aligned, so hpctrain memory-maps them. An existing OUT needs --force.
 
 pack --from mnist-idx DIR
   DIR holds train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte
   and t10k-labels-idx1-ubyte, each plain or .gz (MNIST, Fashion-MNIST, EMNIST digits).
-  Writes /train and /val (from t10k): x uint8 [N,1,28,28] with attributes
-  scale=1/255 mean=0.1307 std=0.3081, y int32 with num_classes=10; datasets
-  contiguous and 4 KiB-aligned so hpctrain can mmap them.
-    -o, --output FILE   the output; written to FILE.tmp-PID, renamed when complete
-    --force             replace FILE if it exists
-    --val-fraction F    /val = a fixed-seed random fraction F of the train files
-                        instead of t10k (t10k is then not read; 0 = no /val)
+  x uint8 [N,1,28,28] with scale=1/255 mean=0.1307 std=0.3081, y int32, num_classes=10;
+  /val is t10k unless --val-fraction is given (t10k is then not read).
+pack --from cifar10-bin DIR|FILE...
+  The CIFAR-10 binary version: 3073-byte records (label, 3x32x32 bytes). DIR: train =
+  data_batch_1..5.bin, val = test_batch.bin. x uint8 [N,3,32,32], scale=1/255 and the
+  training pixels' mean and std; y int32, num_classes=10.
+pack --from npy X.npy Y.npy
+  X: N x ... of uint8 (kept) or any int/float (stored as float32). Y: N integer class
+  ids (int32, num_classes = --classes or largest + 1) or N x k floats (regression).
+  uint8 X gets --scale (default 1/255) and --mean/--std (default: the data's).
+pack --from csv FILE
+  One sample per line, numeric cells; a first line with a non-number is a header.
+  Features: every column but the label (default the last; --label-col INDEX|NAME),
+  stored as float32 [N, F]; or --targets K: the last K columns are float32 targets.
+  Files may be gzipped. --delimiter ',' by default.
+common pack options
+  -o, --output FILE   the output
+  --force             replace FILE if it exists
+  --val-fraction F    /val = a fixed-seed random fraction F of the training input
+  --val ...           a separate validation input of the same kind
+
+synth
+  A learnable synthetic set (class prototypes + Gaussian noise, or y = W.x + noise),
+  every value a function of --seed: --samples 10000 train, --val samples/5, --shape
+  1x28x28, --classes 10 (or --regression K targets), --dtype uint8, --noise 1
+  (classification) / 0.1 (regression), --seed 0.
 
 inspect FILE
-  Lists every dataset (dtype, shape, layout and offset, attributes, class
-  histogram), then validates each split as hpctrain would (all values scanned).
+  Lists every dataset (dtype, shape, layout and offset, whether hpctrain can mmap it,
+  attributes, class histogram), then validates each split as hpctrain would
+  (all values scanned).
+
+repack IN OUT
+  Rewrites every split of a valid file contiguous and 4 KiB-aligned (chunked or
+  compressed or big-endian files become memory-mappable); dtypes and attributes kept.
+  OUT may equal IN (with --force).
 
 exit codes: 0 ok, 2 bad input or usage
 )";
@@ -45,59 +83,175 @@ exit codes: 0 ok, 2 bad input or usage
 
 bool is_help(const std::string& a) { return a == "-h" || a == "--help"; }
 
-// "--name value" or "--name=value"; advances i past the value.
-std::string option_value(const std::vector<std::string>& args, size_t& i, const std::string& name) {
-  const std::string& a = args[i];
-  if (a.size() > name.size() && a.compare(0, name.size() + 1, name + "=") == 0) return a.substr(name.size() + 1);
-  if (i + 1 >= args.size()) usage_error(name + " needs a value");
-  return args[++i];
-}
-
 bool matches(const std::string& arg, const std::string& name) {
   return arg == name || arg.compare(0, name.size() + 1, name + "=") == 0;
 }
 
-double parse_fraction(const std::string& s) {
+// "--name value" or "--name=value"; advances i past the value.
+std::string option_value(const std::vector<std::string>& args, size_t& i, const std::string& name) {
+  const std::string& a = args[i];
+  if (a.size() > name.size() && a.compare(0, name.size() + 1, name + "=") == 0)
+    return a.substr(name.size() + 1);
+  if (i + 1 >= args.size()) usage_error(name + " needs a value");
+  return args[++i];
+}
+
+double parse_double(const std::string& name, const std::string& s) {
   try {
     size_t used = 0;
-    double v = std::stod(s, &used);
+    const double v = std::stod(s, &used);
     if (used == s.size()) return v;
   } catch (const std::exception&) {
   }
-  usage_error("--val-fraction expects a number, got '" + s + "'");
+  usage_error(name + " expects a number, got '" + s + "'");
+}
+
+int64_t parse_int(const std::string& name, const std::string& s, int64_t min) {
+  try {
+    size_t used = 0;
+    const long long v = std::stoll(s, &used);
+    if (used == s.size() && v >= min) return v;
+  } catch (const std::exception&) {
+  }
+  usage_error(name + " expects an integer >= " + std::to_string(min) + ", got '" + s + "'");
+}
+
+hpc::Shape parse_shape(const std::string& s) {
+  std::vector<int64_t> dims;
+  size_t start = 0;
+  for (;;) {
+    const size_t x = s.find('x', start);
+    dims.push_back(
+        parse_int("--shape", s.substr(start, x == std::string::npos ? std::string::npos : x - start), 1));
+    if (x == std::string::npos) return hpc::Shape(dims);
+    start = x + 1;
+  }
+}
+
+// The options every writing command shares; returns false when `a` is none of them.
+bool output_option(const std::vector<std::string>& args, size_t& i, std::string& out, bool& force) {
+  const std::string& a = args[i];
+  if (matches(a, "--output"))
+    out = option_value(args, i, "--output");
+  else if (a == "-o")
+    out = option_value(args, i, "-o");
+  else if (a == "--force")
+    force = true;
+  else
+    return false;
+  return true;
 }
 
 int cmd_pack(const std::vector<std::string>& args) {
-  PackMnistOptions opt;
-  std::string from;
+  PackOptions opt;
+  bool in_val = false;  // positional arguments after --val belong to the validation input
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (is_help(a)) {
       std::fputs(USAGE, stdout);
       return 0;
-    } else if (matches(a, "--from")) {
-      from = option_value(args, i, "--from");
-    } else if (matches(a, "--output")) {
-      opt.out = option_value(args, i, "--output");
-    } else if (a == "-o") {
-      opt.out = option_value(args, i, "-o");
-    } else if (a == "--force") {
-      opt.force = true;
+    }
+    if (!a.empty() && a[0] == '-' && a != "-") in_val = false;
+    if (output_option(args, i, opt.out, opt.force)) continue;
+    if (matches(a, "--from")) {
+      opt.from = option_value(args, i, "--from");
     } else if (matches(a, "--val-fraction")) {
-      opt.val_fraction = parse_fraction(option_value(args, i, "--val-fraction"));
+      opt.val_fraction = parse_double("--val-fraction", option_value(args, i, "--val-fraction"));
+    } else if (a == "--val") {
+      in_val = true;
+    } else if (matches(a, "--label-col")) {
+      opt.label_col = option_value(args, i, "--label-col");
+    } else if (matches(a, "--targets")) {
+      opt.targets = parse_int("--targets", option_value(args, i, "--targets"), 1);
+    } else if (matches(a, "--delimiter")) {
+      const std::string d = option_value(args, i, "--delimiter");
+      if (d == "\\t" || d == "tab")
+        opt.delimiter = '\t';
+      else if (d.size() == 1)
+        opt.delimiter = d[0];
+      else
+        usage_error("--delimiter expects one character, got '" + d + "'");
+    } else if (matches(a, "--classes")) {
+      opt.classes = parse_int("--classes", option_value(args, i, "--classes"), 1);
+    } else if (matches(a, "--scale")) {
+      opt.scale = parse_double("--scale", option_value(args, i, "--scale"));
+    } else if (matches(a, "--mean")) {
+      opt.mean = parse_double("--mean", option_value(args, i, "--mean"));
+    } else if (matches(a, "--std")) {
+      opt.std = parse_double("--std", option_value(args, i, "--std"));
     } else if (!a.empty() && a[0] == '-') {
       usage_error("pack: unknown option " + a);
-    } else if (opt.dir.empty()) {
-      opt.dir = a;
     } else {
-      usage_error("pack: unexpected argument " + a);
+      (in_val ? opt.val_inputs : opt.inputs).push_back(a);
     }
   }
-  if (from.empty()) usage_error("pack needs --from mnist-idx");
-  if (from != "mnist-idx") usage_error("pack: unknown --from " + from + "; this build supports mnist-idx");
-  if (opt.dir.empty()) usage_error("pack --from mnist-idx needs a DIR");
+  if (opt.from.empty()) usage_error("pack needs --from mnist-idx|cifar10-bin|npy|csv");
+  if (opt.from != "mnist-idx" && opt.from != "cifar10-bin" && opt.from != "npy" && opt.from != "csv")
+    usage_error("pack: unknown --from " + opt.from + "; use mnist-idx, cifar10-bin, npy or csv");
+  if (opt.inputs.empty()) usage_error("pack --from " + opt.from + " needs its input");
   if (opt.out.empty()) usage_error("pack needs -o OUT.h5");
-  hpc::data_tools::pack_mnist_idx(opt);
+  if (opt.std && *opt.std == 0) usage_error("--std must not be 0");
+  pack(opt);
+  return 0;
+}
+
+int cmd_synth(const std::vector<std::string>& args) {
+  SynthOptions opt;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (is_help(a)) {
+      std::fputs(USAGE, stdout);
+      return 0;
+    }
+    if (output_option(args, i, opt.out, opt.force)) continue;
+    if (matches(a, "--samples")) {
+      opt.samples = parse_int("--samples", option_value(args, i, "--samples"), 1);
+    } else if (matches(a, "--val")) {
+      opt.val = parse_int("--val", option_value(args, i, "--val"), 0);
+    } else if (matches(a, "--shape")) {
+      opt.shape = parse_shape(option_value(args, i, "--shape"));
+    } else if (matches(a, "--classes")) {
+      opt.classes = parse_int("--classes", option_value(args, i, "--classes"), 2);
+    } else if (matches(a, "--regression")) {
+      opt.regression = parse_int("--regression", option_value(args, i, "--regression"), 1);
+    } else if (matches(a, "--dtype")) {
+      const std::string t = option_value(args, i, "--dtype");
+      if (t == "uint8")
+        opt.dtype = hpc::DType::U8;
+      else if (t == "float32")
+        opt.dtype = hpc::DType::F32;
+      else
+        usage_error("--dtype expects uint8 or float32, got '" + t + "'");
+    } else if (matches(a, "--noise")) {
+      opt.noise = parse_double("--noise", option_value(args, i, "--noise"));
+      if (!(opt.noise >= 0)) usage_error("--noise must be >= 0");
+    } else if (matches(a, "--seed")) {
+      opt.seed = static_cast<uint64_t>(parse_int("--seed", option_value(args, i, "--seed"), 0));
+    } else {
+      usage_error("synth: unknown " + std::string(!a.empty() && a[0] == '-' ? "option " : "argument ") + a);
+    }
+  }
+  if (opt.out.empty()) usage_error("synth needs -o OUT.h5");
+  synth(opt);
+  return 0;
+}
+
+int cmd_repack(const std::vector<std::string>& args) {
+  std::vector<std::string> files;
+  std::string out;
+  bool force = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (is_help(args[i])) {
+      std::fputs(USAGE, stdout);
+      return 0;
+    }
+    if (output_option(args, i, out, force)) continue;
+    if (!args[i].empty() && args[i][0] == '-') usage_error("repack: unknown option " + args[i]);
+    files.push_back(args[i]);
+  }
+  if (!out.empty()) files.push_back(out);
+  if (files.size() != 2) usage_error("usage: hpcdata repack IN OUT [--force]");
+  repack(files[0], files[1], force);
   return 0;
 }
 
@@ -107,7 +261,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
     return 0;
   }
   if (args.size() != 1 || args[0].empty() || args[0][0] == '-') usage_error("usage: hpcdata inspect FILE");
-  return hpc::data_tools::inspect_file(args[0]);
+  return inspect_file(args[0]);
 }
 
 int run(const std::vector<std::string>& args) {
@@ -123,7 +277,9 @@ int run(const std::vector<std::string>& args) {
     return 0;
   }
   if (cmd == "pack") return cmd_pack(rest);
+  if (cmd == "synth") return cmd_synth(rest);
   if (cmd == "inspect") return cmd_inspect(rest);
+  if (cmd == "repack") return cmd_repack(rest);
   usage_error(std::string(cmd[0] == '-' ? "unknown option " : "unknown command ") + cmd);
 }
 

@@ -104,6 +104,21 @@ IdxArray read_idx_u8(const std::string& path, int rank) {
   return a;
 }
 
+std::vector<uint8_t> read_whole_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) throw UserError(path + ": is a directory, not a file");
+  GzFile f(path);
+  if (!f.get()) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
+  std::vector<uint8_t> data;
+  for (;;) {
+    const size_t old = data.size();
+    data.resize(old + 16 * CHUNK);
+    const size_t got = read_some(f, data.data() + old, 16 * CHUNK, path);
+    data.resize(old + got);
+    if (got < 16 * CHUNK) return data;
+  }
+}
+
 std::string find_idx_file(const std::string& dir, const std::string& name) {
   namespace fs = std::filesystem;
   std::error_code ec;

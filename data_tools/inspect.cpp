@@ -1,14 +1,16 @@
 // hpcdata inspect: what is in a dataset file, and would hpctrain accept it.
 //
 // The listing works on any HDF5 file (it walks every link and prints each
-// dataset's dtype, shape, storage layout, file offset and attributes, plus a
-// class histogram for integer labels), so it also explains files that fail
-// validation. The verdict then comes from data::H5Dataset itself with the
-// full NaN/Inf scan, so inspect and hpctrain can never disagree.
+// dataset's dtype, shape, storage layout, file offset, whether hpctrain can
+// memory-map it (and why not), attributes, plus a class histogram for
+// integer labels), so it also explains files that fail validation. The verdict then comes from
+// data::H5Dataset itself with the full NaN/Inf scan, so inspect and hpctrain can never disagree.
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,11 +18,12 @@
 #include "core/error.h"
 #include "data/h5_dataset.h"
 #include "data/h5_handle.h"
+#include "data/sample_source.h"
 
 namespace hpc::data_tools {
 
-using data::H5Handle;
 using data::h5_check;
+using data::H5Handle;
 
 namespace {
 
@@ -52,35 +55,56 @@ std::string attr_text(hid_t obj, const std::string& name) {
   return name + "=<" + data::h5_type_name(t.id()) + ">";
 }
 
-std::string layout_text(hid_t dset) {
+// "contiguous at 4096 (4 KiB-aligned), mmap: yes", "chunked, filters: deflate, mmap: no", or
+// "contiguous at 2048 (not aligned), mmap: no (float32 big-endian on disk is not …)".
+std::string layout_text(hid_t dset, bool& mappable) {
   H5Handle dcpl = H5Handle::plist(H5Dget_create_plist(dset));
-  const int filters = H5Pget_nfilters(dcpl.id());
   std::string out;
   switch (H5Pget_layout(dcpl.id())) {
-    case H5D_CONTIGUOUS: out = "contiguous"; break;
-    case H5D_CHUNKED: out = "chunked"; break;
-    case H5D_COMPACT: out = "compact"; break;
-    case H5D_VIRTUAL: out = "virtual"; break;
-    default: out = "unknown layout"; break;
+    case H5D_CONTIGUOUS:
+      out = "contiguous";
+      break;
+    case H5D_CHUNKED:
+      out = "chunked";
+      break;
+    case H5D_COMPACT:
+      out = "compact";
+      break;
+    case H5D_VIRTUAL:
+      out = "virtual";
+      break;
+    default:
+      out = "unknown layout";
+      break;
   }
-  if (filters > 0) out += " (" + std::to_string(filters) + " filter" + (filters > 1 ? "s" : "") + ")";
   const haddr_t offset = H5Dget_offset(dset);
-  if (offset == HADDR_UNDEF)
-    out += ", not mmappable";
-  else
+  if (offset != HADDR_UNDEF)
     out += " at " + std::to_string(offset) + (offset % PAGE == 0 ? " (4 KiB-aligned)" : " (not aligned)");
-  return out;
+  // The same test hpctrain applies (against the native type of the stored class).
+  const data::MmapCheck mc = data::check_mmap(dset);
+  mappable = mc.why_not.empty();
+  if (mappable) return out + ", mmap: yes";
+  if (mc.why_not.rfind(out, 0) == 0) return mc.why_not + ", mmap: no";  // "chunked, filters: deflate"
+  return out + ", mmap: no (" + mc.why_not + ")";
 }
 
-// "classes: 0:790 1:901 …" for 1-D integer datasets.
-void print_histogram(hid_t dset, int64_t n) {
-  std::vector<int64_t> labels(static_cast<size_t>(n));
-  if (H5Dread(dset, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels.data()) < 0) {
+// "classes: 0:790 1:901 …" for 1-D integer datasets, read in blocks (any size).
+void print_histogram(hid_t file, const std::string& name, int64_t n) {
+  std::map<int64_t, int64_t> counts;
+  try {
+    std::unique_ptr<data::SampleSource> src =
+        data::open_source(file, data::SourceRequest{name, H5T_NATIVE_INT64, n, sizeof(int64_t), false, name});
+    data::scan_rows(*src, 0, n, [&](const std::byte* rows, int64_t, int64_t count) {
+      for (int64_t i = 0; i < count; ++i) {
+        int64_t v;
+        std::memcpy(&v, rows + i * 8, sizeof v);
+        ++counts[v];
+      }
+    });
+  } catch (const UserError&) {
     std::printf("      classes: unreadable\n");
     return;
   }
-  std::map<int64_t, int64_t> counts;
-  for (int64_t v : labels) ++counts[v];
   std::printf("      classes:");
   if (counts.size() <= MAX_HISTOGRAM_CLASSES) {
     for (auto [label, count] : counts) std::printf(" %lld:%lld", (long long)label, (long long)count);
@@ -94,8 +118,9 @@ void print_histogram(hid_t dset, int64_t n) {
   std::printf("\n");
 }
 
-void print_dataset(hid_t file, const std::string& name) {
-  H5Handle d = H5Handle::dataset(H5Dopen2(file, name.c_str(), H5P_DEFAULT));
+void print_dataset(hid_t file, const std::string& name, bool& mappable) {
+  H5Handle dapl = data::h5_dataset_access(name);
+  H5Handle d = H5Handle::dataset(H5Dopen2(file, name.c_str(), dapl.id()));
   H5Handle t = H5Handle::type(H5Dget_type(d.id()));
   H5Handle s = H5Handle::space(H5Dget_space(d.id()));
   const int rank = H5Sget_simple_extent_ndims(s.id());
@@ -108,11 +133,11 @@ void print_dataset(hid_t file, const std::string& name) {
   std::string attr_line;
   for (const std::string& a : attrs) attr_line += "  " + attr_text(d.id(), a);
 
-  std::printf("  /%-10s %-8s %-16s %s%s\n", name.c_str(), data::h5_type_name(t.id()).c_str(), shape.str().c_str(),
-              layout_text(d.id()).c_str(), attr_line.c_str());
+  std::printf("  /%-10s %-8s %-16s %s%s\n", name.c_str(), data::h5_type_name(t.id()).c_str(),
+              shape.str().c_str(), layout_text(d.id(), mappable).c_str(), attr_line.c_str());
   const bool labels = name.size() >= 2 && name.compare(name.size() - 2, 2, "/y") == 0;
   if (labels && rank == 1 && H5Tget_class(t.id()) == H5T_INTEGER && dims[0] > 0)
-    print_histogram(d.id(), static_cast<int64_t>(dims[0]));
+    print_histogram(file, "/" + name, static_cast<int64_t>(dims[0]));
 }
 
 std::string verdict(const data::SplitInfo& info) {
@@ -125,6 +150,7 @@ std::string verdict(const data::SplitInfo& info) {
 }  // namespace
 
 int inspect_file(const std::string& path) {
+  auto lock = data::h5_lock();
   data::H5QuietErrors quiet;
   H5Handle file = data::h5_open_read_only(path);
   std::error_code ec;
@@ -134,11 +160,20 @@ int inspect_file(const std::string& path) {
   std::vector<std::string> links;
   h5_check(H5Lvisit(file.id(), H5_INDEX_NAME, H5_ITER_INC, collect_link, &links),
            "data file '" + path + "': cannot list its contents");
+  bool all_mappable = true;
   for (const std::string& name : links) {
-    H5Handle obj(H5Oopen(file.id(), name.c_str(), H5P_DEFAULT), H5Oclose, "object");
-    if (obj.valid() && H5Iget_type(obj.id()) == H5I_DATASET) print_dataset(file.id(), name);
+    H5Handle lapl = data::h5_dataset_access(name);  // a dataset access list is a link access list
+    H5Handle obj(H5Oopen(file.id(), name.c_str(), lapl.id()), H5Oclose, "object");
+    bool mappable = true;
+    if (obj.valid() && H5Iget_type(obj.id()) == H5I_DATASET) print_dataset(file.id(), name, mappable);
+    all_mappable = all_mappable && mappable;
   }
   file.reset();
+  if (!all_mappable)
+    std::printf(
+        "note: hpctrain reads datasets with 'mmap: no' through H5Dread, which is slower; "
+        "'hpcdata repack %s OUT.h5' rewrites them contiguous and 4 KiB-aligned\n",
+        path.c_str());
 
   int rc = EXIT_OK;
   bool any = false;

@@ -92,17 +92,20 @@ H5Handle open_dataset(hid_t file, const std::string& name, const std::string& fi
   if (!link_exists(file, name))
     throw UserError(file_what + ": " + name + " is missing (a dataset file needs /" + split + "/x and /" +
                     split + "/y)");
-  return H5Handle::dataset(h5_check(H5Dopen2(file, name.c_str(), H5P_DEFAULT),
+  H5Handle dapl = h5_dataset_access(file_what + ": " + name);
+  return H5Handle::dataset(h5_check(H5Dopen2(file, name.c_str(), dapl.id()),
                                     file_what + ": " + name + " cannot be opened as a dataset"));
 }
 
 int64_t max_label(const SampleSource& y) {
   int32_t m = INT32_MIN;
-  for (int64_t i = 0; i < y.rows(); ++i) {
-    int32_t v;
-    std::memcpy(&v, y.row(i), sizeof v);
-    m = std::max(m, v);
-  }
+  scan_rows(y, 0, y.rows(), [&](const std::byte* rows, int64_t, int64_t count) {
+    for (int64_t i = 0; i < count; ++i) {
+      int32_t v;
+      std::memcpy(&v, rows + 4 * i, sizeof v);
+      m = std::max(m, v);
+    }
+  });
   return m;
 }
 
@@ -133,37 +136,45 @@ int64_t resolve_num_classes(hid_t file, hid_t y, const SampleSource& labels, con
   if (stored_type(train_y.id()) != Stored::I32 || d.size() != 1 || d[0] == 0)
     throw UserError(file_what + ": " + yname + " holds class ids but /train/y does not (int32 [N] expected)");
   std::unique_ptr<SampleSource> train_labels =
-      load_into_memory(train_y.id(), H5T_NATIVE_INT32, d[0], sizeof(int32_t), what);
+      open_source(file, SourceRequest{"/train/y", H5T_NATIVE_INT32, d[0], sizeof(int32_t), true, what});
   source = "max label of /train/y + 1";
   return std::max<int64_t>(max_label(*train_labels) + 1, 1);
 }
 
 void check_labels(const SampleSource& y, int64_t num_classes, const std::string& what,
                   const std::string& source) {
-  for (int64_t i = 0; i < y.rows(); ++i) {
-    int32_t v;
-    std::memcpy(&v, y.row(i), sizeof v);
-    if (v < 0 || v >= num_classes)
-      throw UserError(what + ": label " + std::to_string(v) + " at sample " + std::to_string(i) +
-                      " is outside [0, " + std::to_string(num_classes) + ") (" + source + ")");
-  }
+  scan_rows(y, 0, y.rows(), [&](const std::byte* rows, int64_t first, int64_t count) {
+    for (int64_t i = 0; i < count; ++i) {
+      int32_t v;
+      std::memcpy(&v, rows + 4 * i, sizeof v);
+      if (v < 0 || v >= num_classes)
+        throw UserError(what + ": label " + std::to_string(v) + " at sample " + std::to_string(first + i) +
+                        " is outside [0, " + std::to_string(num_classes) + ") (" + source + ")");
+    }
+  });
 }
 
 void check_finite(const SampleSource& src, int64_t rows, const std::string& what) {
   const int64_t per_row = src.row_bytes() / static_cast<int64_t>(sizeof(float));
-  for (int64_t i = 0; i < rows; ++i) {
-    const auto* v = reinterpret_cast<const float*>(src.row(i));
-    for (int64_t j = 0; j < per_row; ++j)
-      if (!std::isfinite(v[j]))
-        throw UserError(what + ": sample " + std::to_string(i) + " contains " +
-                        (std::isnan(v[j]) ? "NaN" : "Inf") + " (element " + std::to_string(j) + ")");
-  }
+  scan_rows(src, 0, rows, [&](const std::byte* block, int64_t first, int64_t count) {
+    for (int64_t i = 0; i < count; ++i) {
+      const std::byte* row = block + i * src.row_bytes();
+      for (int64_t j = 0; j < per_row; ++j) {
+        float v;
+        std::memcpy(&v, row + 4 * j, sizeof v);
+        if (!std::isfinite(v))
+          throw UserError(what + ": sample " + std::to_string(first + i) + " contains " +
+                          (std::isnan(v) ? "NaN" : "Inf") + " (element " + std::to_string(j) + ")");
+      }
+    }
+  });
 }
 
 }  // namespace
 
-H5Dataset::H5Dataset(const std::string& path, const std::string& split, bool full_check)
+H5Dataset::H5Dataset(const std::string& path, const std::string& split, const OpenOptions& options)
     : path_(path), split_(split) {
+  auto lock = h5_lock();
   H5QuietErrors quiet;
   const std::string file_what = "data file '" + path + "'";
   const std::string xname = "/" + split + "/x", yname = "/" + split + "/y";
@@ -209,12 +220,15 @@ H5Dataset::H5Dataset(const std::string& path, const std::string& split, bool ful
   }
 
   const int64_t xsize = info_.x_dtype == DType::F32 ? 4 : 1;
-  x_ = load_into_memory(x.id(), info_.x_dtype == DType::F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT8, info_.size,
-                        info_.sample_shape.count() * xsize, xwhat);
-  y_ = load_into_memory(y.id(), info_.classification ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT, info_.size,
-                        (info_.classification ? 1 : info_.target_shape[0]) * 4, ywhat);
+  x_ = open_source(file.id(),
+                   SourceRequest{xname, info_.x_dtype == DType::F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_UINT8,
+                                 info_.size, info_.sample_shape.count() * xsize, options.allow_mmap, xwhat});
+  y_ =
+      open_source(file.id(), SourceRequest{yname, info_.classification ? H5T_NATIVE_INT32 : H5T_NATIVE_FLOAT,
+                                           info_.size, (info_.classification ? 1 : info_.target_shape[0]) * 4,
+                                           options.allow_mmap, ywhat});
 
-  const int64_t scan = full_check ? info_.size : std::min(info_.size, QUICK_CHECK_SAMPLES);
+  const int64_t scan = options.full_check ? info_.size : std::min(info_.size, QUICK_CHECK_SAMPLES);
   if (info_.x_dtype == DType::F32) check_finite(*x_, scan, xwhat);
   if (info_.classification) {
     std::string source;
@@ -224,10 +238,9 @@ H5Dataset::H5Dataset(const std::string& path, const std::string& split, bool ful
     check_finite(*y_, scan, ywhat);
   }
 
-  for (int b = 0; b < 256; ++b) {
-    u8_f64_[b] = (b * info_.scale - info_.mean) / info_.std;
-    u8_f32_[b] = static_cast<float>(u8_f64_[b]);
-  }
+  for (int b = 0; b < 256; ++b) u8_f64_[b] = (b * info_.scale - info_.mean) / info_.std;
+  u8_gain_ = static_cast<float>(info_.scale / info_.std);
+  u8_offset_ = static_cast<float>(-info_.mean / info_.std);
 }
 
 H5Dataset::~H5Dataset() = default;
@@ -235,29 +248,41 @@ H5Dataset::H5Dataset(H5Dataset&&) noexcept = default;
 H5Dataset& H5Dataset::operator=(H5Dataset&&) noexcept = default;
 
 bool H5Dataset::has_split(const std::string& path, const std::string& split) {
+  auto lock = h5_lock();
   H5QuietErrors quiet;
   H5Handle file = h5_open_read_only(path);
   return link_exists(file.id(), "/" + split);
 }
 
+bool H5Dataset::mapped() const { return x_->data() && y_->data(); }
+
+std::vector<std::string> H5Dataset::unmapped() const {
+  std::vector<std::string> out;
+  for (const auto& [name, src] : {std::pair{"x", x_.get()}, std::pair{"y", y_.get()}})
+    if (!src->data()) out.push_back("/" + split_ + "/" + name + " (" + src->why_not_mapped() + ")");
+  return out;
+}
+
 template <typename T>
-void H5Dataset::gather_x(const int64_t* indices, int64_t n, T* out) const {
+void H5Dataset::gather_x(const std::byte* rows, const int64_t* indices, int64_t n, T* out) const {
   const int64_t per = info_.sample_shape.count();
+  const int64_t stride = x_->row_bytes();
+  auto row = [&](int64_t i) { return rows + (indices ? indices[i] : i) * stride; };
   if (info_.x_dtype == DType::U8) {
-    const T* lut;
-    if constexpr (std::is_same_v<T, float>)
-      lut = u8_f32_.data();
-    else
-      lut = u8_f64_.data();
     for (int64_t i = 0; i < n; ++i) {
-      const auto* src = reinterpret_cast<const uint8_t*>(x_->row(indices[i]));
+      const auto* src = reinterpret_cast<const uint8_t*>(row(i));
       T* dst = out + i * per;
-      for (int64_t j = 0; j < per; ++j) dst[j] = lut[src[j]];
+      if constexpr (std::is_same_v<T, float>) {
+        const float gain = u8_gain_, offset = u8_offset_;  // locals: the loop vectorises
+        for (int64_t j = 0; j < per; ++j) dst[j] = static_cast<float>(src[j]) * gain + offset;
+      } else {
+        for (int64_t j = 0; j < per; ++j) dst[j] = u8_f64_[src[j]];
+      }
     }
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
-    const auto* src = reinterpret_cast<const float*>(x_->row(indices[i]));
+    const auto* src = reinterpret_cast<const float*>(row(i));
     std::copy(src, src + per, out + i * per);  // a memcpy for float, a widening copy for double
   }
 }
@@ -268,24 +293,69 @@ void H5Dataset::gather(const int64_t* indices, int64_t n, const Tensor& x, const
   HPC_ASSERT(x.device() == Device::CPU && y.device() == Device::CPU, "H5Dataset::gather into device tensors");
   HPC_ASSERT(x.shape().rank() >= 1 && x.shape()[0] == n && x.count() == n * per,
              "gather: x is " + x.shape().str() + ", samples are " + info_.sample_shape.str());
-  HPC_ASSERT(y.count() == n * k, "gather: y is " + y.shape().str() + " for " + std::to_string(n) + " samples");
+  HPC_ASSERT(y.count() == n * k,
+             "gather: y is " + y.shape().str() + " for " + std::to_string(n) + " samples");
+  HPC_ASSERT(!info_.classification || y.dtype() == DType::I32, "gather: class ids go into an int32 tensor");
   for (int64_t i = 0; i < n; ++i)
-    HPC_ASSERT(indices[i] >= 0 && indices[i] < info_.size, "gather: index " + std::to_string(indices[i]) +
-                                                               " outside [0, " + std::to_string(info_.size) + ")");
+    HPC_ASSERT(
+        indices[i] >= 0 && indices[i] < info_.size,
+        "gather: index " + std::to_string(indices[i]) + " outside [0, " + std::to_string(info_.size) + ")");
 
-  backend::dispatch_float(x.dtype(), "H5Dataset::gather x",
-                          [&]<typename T>() { gather_x<T>(indices, n, x.data<T>()); });
+  // Mapped rows are converted straight from the mapping. Otherwise the rows
+  // are read in one H5Dread, into x itself when no conversion is needed.
+  std::vector<std::byte> staged;
+  const std::byte* xrows = x_->data();
+  const int64_t* xidx = indices;
+  if (!xrows) {
+    xidx = nullptr;
+    if (info_.x_dtype == DType::F32 && x.dtype() == DType::F32) {
+      x_->read_rows(indices, n, static_cast<std::byte*>(x.raw()));
+    } else {
+      staged.resize(static_cast<size_t>(n * x_->row_bytes()));
+      x_->read_rows(indices, n, staged.data());
+      xrows = staged.data();
+    }
+  }
+  if (xrows)
+    backend::dispatch_float(x.dtype(), "H5Dataset::gather x",
+                            [&]<typename T>() { gather_x<T>(xrows, xidx, n, x.data<T>()); });
+
+  const std::byte* yrows = y_->data();
+  if (!yrows && (info_.classification || y.dtype() == DType::F32)) {
+    y_->read_rows(indices, n, static_cast<std::byte*>(y.raw()));  // already int32 / float32 rows
+    return;
+  }
+  if (!yrows) {
+    staged.resize(static_cast<size_t>(n * y_->row_bytes()));
+    y_->read_rows(indices, n, staged.data());
+  }
+  auto yrow = [&](int64_t i) {
+    return yrows ? yrows + indices[i] * y_->row_bytes() : staged.data() + i * y_->row_bytes();
+  };
   if (info_.classification) {
-    HPC_ASSERT(y.dtype() == DType::I32, "gather: class ids go into an int32 tensor");
-    for (int64_t i = 0; i < n; ++i) std::memcpy(y.data<int32_t>() + i, y_->row(indices[i]), sizeof(int32_t));
+    for (int64_t i = 0; i < n; ++i) std::memcpy(y.data<int32_t>() + i, yrow(i), sizeof(int32_t));
     return;
   }
   backend::dispatch_float(y.dtype(), "H5Dataset::gather y", [&]<typename T>() {
     for (int64_t i = 0; i < n; ++i) {
-      const auto* src = reinterpret_cast<const float*>(y_->row(indices[i]));
+      const auto* src = reinterpret_cast<const float*>(yrow(i));
       std::copy(src, src + k, y.data<T>() + i * k);
     }
   });
+}
+
+std::string mmap_advice(const std::vector<const H5Dataset*>& datasets) {
+  std::string which, files;
+  for (const H5Dataset* ds : datasets) {
+    if (!ds || ds->mapped()) continue;
+    for (const std::string& u : ds->unmapped()) which += (which.empty() ? "" : ", ") + u;
+    if (files.find("'" + ds->path() + "'") == std::string::npos)
+      files += (files.empty() ? "" : " and ") + std::string("'") + ds->path() + "'";
+  }
+  if (which.empty()) return "";
+  return "info: data " + files + " is not memory-mappable: " + which +
+         "; reading it with H5Dread, which is slower (one reader at a time); make it mappable with "
+         "'hpcdata repack IN OUT' (contiguous, 4 KiB-aligned)";
 }
 
 }  // namespace hpc::data

@@ -5,12 +5,18 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
 
 namespace hpc::data {
+
+std::unique_lock<std::recursive_mutex> h5_lock() {
+  static std::recursive_mutex library;
+  return std::unique_lock<std::recursive_mutex>(library);
+}
 
 herr_t H5Handle::close() noexcept {
   herr_t status = id_ >= 0 && close_ ? close_(id_) : 0;
@@ -61,29 +67,61 @@ void throw_h5_error(const std::string& what) {
 std::string h5_type_name(hid_t type) {
   const size_t bits = 8 * H5Tget_size(type);
   switch (H5Tget_class(type)) {
-    case H5T_FLOAT: return "float" + std::to_string(bits);
-    case H5T_INTEGER: return (H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits);
-    case H5T_STRING: return "string";
-    case H5T_COMPOUND: return "compound";
-    case H5T_ENUM: return "enum";
-    case H5T_ARRAY: return "array";
-    default: return "an unsupported type";
+    case H5T_FLOAT:
+      return "float" + std::to_string(bits);
+    case H5T_INTEGER:
+      return (H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits);
+    case H5T_STRING:
+      return "string";
+    case H5T_COMPOUND:
+      return "compound";
+    case H5T_ENUM:
+      return "enum";
+    case H5T_ARRAY:
+      return "array";
+    default:
+      return "an unsupported type";
   }
 }
 
+void disable_file_locking(hid_t fapl, const std::string& what) {
+#if H5_VERSION_GE(1, 12, 1) || (H5_VERSION_GE(1, 10, 7) && !H5_VERSION_GE(1, 11, 0))
+  h5_check(H5Pset_file_locking(fapl, false, true), what + ": cannot turn file locking off");
+#else
+  // No per-file switch in this HDF5: the library reads the environment at
+  // open time. A value the user set wins (overwrite = 0).
+  ::setenv("HDF5_USE_FILE_LOCKING", "FALSE", 0);
+#endif
+}
+
+H5Handle h5_dataset_access(const std::string& what) {
+  H5Handle fapl = H5Handle::plist(h5_check(H5Pcreate(H5P_FILE_ACCESS), what + ": H5Pcreate failed"));
+  disable_file_locking(fapl.id(), what);
+  H5Handle dapl = H5Handle::plist(h5_check(H5Pcreate(H5P_DATASET_ACCESS), what + ": H5Pcreate failed"));
+  h5_check(H5Pset_elink_fapl(dapl.id(), fapl.id()), what + ": cannot set the external-link file access");
+  h5_check(H5Pset_elink_acc_flags(dapl.id(), H5F_ACC_RDONLY),
+           what + ": cannot set the external-link file access");
+  h5_check(H5Pset_chunk_cache(dapl.id(), CHUNK_CACHE_SLOTS, CHUNK_CACHE_CAP, H5D_CHUNK_CACHE_W0_DEFAULT),
+           what + ": cannot size the chunk cache");
+  return dapl;
+}
+
 H5Handle h5_open_read_only(const std::string& path) {
+  auto lock = h5_lock();
   H5QuietErrors quiet;
   const std::string what = "data file '" + path + "'";
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (!std::filesystem::exists(status)) throw UserError(what + ": no such file");
   if (std::filesystem::is_directory(status)) throw UserError(what + ": is a directory, not a file");
-  if (access(path.c_str(), R_OK) != 0) throw UserError(what + ": cannot read it (" + std::strerror(errno) + ")");
+  if (access(path.c_str(), R_OK) != 0)
+    throw UserError(what + ": cannot read it (" + std::strerror(errno) + ")");
   // 0 means "readable, but no HDF5 signature"; < 0 (cannot tell) falls through to H5Fopen's own error.
   if (H5Fis_hdf5(path.c_str()) == 0) throw UserError(what + ": not an HDF5 file");
   H5Handle fapl = H5Handle::plist(h5_check(H5Pcreate(H5P_FILE_ACCESS), what + ": H5Pcreate failed"));
-  h5_check(H5Pset_file_locking(fapl.id(), false, true), what + ": cannot turn file locking off");
-  return H5Handle::file(h5_check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.id()), what + ": cannot open it"));
+  disable_file_locking(fapl.id(), what);
+  return H5Handle::file(
+      h5_check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.id()), what + ": cannot open it"));
 }
 
 }  // namespace hpc::data

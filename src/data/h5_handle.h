@@ -10,10 +10,13 @@
 // failed call into ONE UserError line naming the file and dataset, plus the
 // innermost HDF5 message (the one that says what was actually wrong, e.g.
 // "truncated file: eof = 1000, stored_eof = 6000").
+//
+// h5_lock() serialises HDF5 across threads: see its comment.
 #pragma once
 
 #include <hdf5.h>
 
+#include <mutex>
 #include <string>
 #include <utility>
 
@@ -75,6 +78,37 @@ class H5QuietErrors {
   H5E_auto2_t func_ = nullptr;
   void* data_ = nullptr;
 };
+
+// HDF5 keeps library-wide state (open objects, the error stack, the
+// error-printing switch). Builds without --enable-threadsafe, common in
+// cluster modules, must never be entered by two threads at once, and even the
+// thread-safe build keeps the printing switch per thread. So every HDF5 call
+// that may run while loader threads read (the H5Dread fallback, dataset
+// open/close, checkpoint writes) holds this one process-wide lock. It is
+// recursive so that a locked function may call another that locks.
+// (A mutex for the library's own global state is the one global here.)
+[[nodiscard]] std::unique_lock<std::recursive_mutex> h5_lock();
+
+// Turns HDF5 file locking off on a file-access property list: with
+// H5Pset_file_locking where the library has it (1.10.7+, 1.12.1+), else by
+// honouring HDF5_USE_FILE_LOCKING (set to FALSE unless the user set it).
+void disable_file_locking(hid_t fapl, const std::string& what);
+
+// Chunk cache of every dataset opened for reading: up to CHUNK_CACHE_CAP
+// bytes of decompressed chunks (memory is used only for chunks actually
+// read) in CHUNK_CACHE_SLOTS hash slots (prime; chunk i of a dataset with
+// fewer chunks than slots never collides with another).
+constexpr size_t CHUNK_CACHE_CAP = size_t(256) << 20;
+constexpr size_t CHUNK_CACHE_SLOTS = 100003;
+
+// A dataset access property list for reading data files: the chunk cache
+// above, and external links that open their target read-only with locking
+// off too (by default HDF5 opens it with locking on, which fails on
+// Lustre/NFS, and a later direct open of that file is then refused: "file
+// locking flag values don't match"). HDF5 keeps one chunk cache per open
+// dataset, sized by its first open: use this list for every open of a data
+// file's datasets. Pass it to H5Dopen2 / H5Oopen; owned by the caller.
+H5Handle h5_dataset_access(const std::string& what);
 
 // Opens an existing HDF5 file read-only with file locking off (Lustre, GPFS
 // and NFS often refuse locks, and readers never need them). Throws UserError

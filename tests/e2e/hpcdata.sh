@@ -109,7 +109,7 @@ grep -q "train: OK, 100 samples of 3x4x4 float32, 5 classes" "$TMP/py.out" || { 
 grep -q "val: OK, 20 samples of 3x4x4 float32, 5 classes" "$TMP/py.out" || { cat "$TMP/py.out"; fail "inspect: wrong val verdict"; }
 pass "inspect reads a float32 file written by h5py"
 "$H" inspect "$TMP/chunked.h5" > "$TMP/chunked.out" || { cat "$TMP/chunked.out"; fail "inspect of a chunked file failed"; }
-grep -q "chunked (1 filter), not mmappable" "$TMP/chunked.out" || { cat "$TMP/chunked.out"; fail "inspect: chunked layout not reported"; }
+grep -q "chunked, filters: deflate, mmap: no" "$TMP/chunked.out" || { cat "$TMP/chunked.out"; fail "inspect: chunked layout not reported"; }
 grep -q "train: OK, 50 samples of 8 float32, targets of 2 float32" "$TMP/chunked.out" || fail "inspect: wrong regression verdict"
 pass "inspect reads a chunked, compressed regression file"
 expect_exit 2 "^hpcdata: .*nan.h5.*/train/x: sample 7 contains NaN" "$H" inspect "$TMP/nan.h5"

@@ -1,0 +1,101 @@
+// hpcdata repack IN OUT: make any valid dataset file memory-mappable.
+//
+// Each split is first validated exactly as hpctrain would (so garbage is
+// refused, not copied), then its x and y are streamed, a block at a time,
+// through the same reader hpctrain uses (SampleSource: native byte order,
+// decompressed) into a new file written by the pack pipeline: contiguous,
+// little-endian, 4 KiB-aligned, the dtype kept (uint8 stays uint8), with
+// scale/mean/std and num_classes carried over. Other objects in IN are
+// listed as not copied. OUT may be IN itself with --force: the new file is
+// renamed over the old one only when complete.
+#include <cstdio>
+#include <memory>
+#include <set>
+
+#include "commands.h"
+#include "core/error.h"
+#include "data/h5_dataset.h"
+#include "data/h5_handle.h"
+#include "data/sample_source.h"
+
+namespace hpc::data_tools {
+
+using data::H5Handle;
+
+namespace {
+
+herr_t collect(hid_t, const char* name, const H5L_info_t*, void* out) {
+  static_cast<std::vector<std::string>*>(out)->push_back(std::string("/") + name);
+  return 0;
+}
+
+// An Array over one dataset of `file`, read through the reader hpctrain uses.
+Array source_array(const std::shared_ptr<H5Handle>& file, const std::string& in, const std::string& name,
+                   hid_t mem_type, DType dtype, const Shape& shape) {
+  const int64_t row_bytes = shape.count() / shape[0] * static_cast<int64_t>(dtype_size(dtype));
+  std::shared_ptr<data::SampleSource> src = data::open_source(
+      file->id(),
+      data::SourceRequest{name, mem_type, shape[0], row_bytes, true, "data file '" + in + "': " + name});
+  return Array{dtype, shape, [src, file](int64_t first, int64_t n, void* out) {
+                 src->read_range(first, n, static_cast<std::byte*>(out));
+               }};
+}
+
+Split split_of(const std::shared_ptr<H5Handle>& file, const std::string& in, const data::H5Dataset& ds) {
+  const data::SplitInfo& info = ds.info();
+  const std::string p = "/" + ds.split();
+  Split s;
+  s.source = "data file '" + in + "': " + p;
+  const bool u8 = info.x_dtype == DType::U8;
+  s.x = source_array(file, in, p + "/x", u8 ? H5T_NATIVE_UINT8 : H5T_NATIVE_FLOAT, info.x_dtype,
+                     info.sample_shape.with_batch(info.size));
+  s.y = info.classification ? source_array(file, in, p + "/y", H5T_NATIVE_INT32, DType::I32, Shape{info.size})
+                            : source_array(file, in, p + "/y", H5T_NATIVE_FLOAT, DType::F32,
+                                           info.target_shape.with_batch(info.size));
+  if (u8) {
+    s.scale = info.scale;
+    s.mean = info.mean;
+    s.std = info.std;
+  }
+  return s;
+}
+
+}  // namespace
+
+void repack(const std::string& in, const std::string& out, bool force) {
+  // Validate before touching the output: a bad IN leaves no trace.
+  std::unique_ptr<data::H5Dataset> train, val;
+  if (data::H5Dataset::has_split(in, "train")) train = std::make_unique<data::H5Dataset>(in, "train");
+  if (data::H5Dataset::has_split(in, "val")) val = std::make_unique<data::H5Dataset>(in, "val");
+  if (!train && !val) throw UserError("data file '" + in + "': no /train or /val split to repack");
+  DatasetWriter w(out, force);
+
+  auto lock = data::h5_lock();
+  data::H5QuietErrors quiet;
+  auto file = std::make_shared<H5Handle>(data::h5_open_read_only(in));
+  std::vector<std::string> links;
+  H5Lvisit(file->id(), H5_INDEX_NAME, H5_ITER_INC, collect, &links);
+  const std::set<std::string> copied = {"/train", "/train/x", "/train/y", "/val", "/val/x", "/val/y"};
+  std::string skipped;
+  for (const std::string& l : links) {
+    const std::string parent = l.substr(0, l.rfind('/'));
+    if (!copied.count(l) &&
+        (parent.empty() || copied.count(parent)))  // a skipped group stands for its members
+      skipped += (skipped.empty() ? "" : ", ") + l;
+  }
+  for (const data::H5Dataset* ds : {train.get(), val.get()})
+    if (ds && !ds->mapped())
+      for (const std::string& u : ds->unmapped()) std::printf("repack: %s → contiguous\n", u.c_str());
+  if (!skipped.empty())
+    std::printf("repack: not copied (not part of the dataset layout): %s\n", skipped.c_str());
+
+  PackJob job;
+  job.train = split_of(file, in, train ? *train : *val);
+  if (train && val) job.val = split_of(file, in, *val);
+  if (!train) job.train_name = "val";
+  const data::SplitInfo& info = (train ? *train : *val).info();
+  job.num_classes = info.classification ? info.num_classes : 0;
+  write_packed(w, job);
+}
+
+}  // namespace hpc::data_tools
