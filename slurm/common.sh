@@ -1,0 +1,150 @@
+# shellcheck shell=bash
+# Shared by slurm/train-*.sbatch (sourced): launch hpctrain on the job's
+# tasks, forward Slurm's warning signal to them, and requeue the job when
+# hpctrain exits 75 ("checkpointed, requeue me").
+#
+# The life of a job:
+#   1. srun --mpi=pmix starts one hpctrain per task (each task IS the trainer,
+#      or `singularity exec` of it: no wrapper shell, so signals reach it);
+#      hpctrain resumes from the newest valid checkpoint (--resume auto).
+#   2. Near the time limit Slurm sends SIGUSR1 to this batch shell
+#      (--signal=B:USR1@120), or a person runs `scancel --signal=USR1 JOB`.
+#      The trap forwards SIGUSR1 to the launcher, which passes it to every
+#      task; the ranks agree at the next step boundary, rank 0 writes a
+#      checkpoint, all exit 75. SIGTERM (preemption) is forwarded the same way.
+#   3. On 75 this script runs `scontrol requeue $SLURM_JOB_ID` (unless the job
+#      is no longer RUNNING: a plain `scancel` ends it for good): the job goes
+#      back to the queue with the same id (SLURM_RESTART_COUNT + 1) and its
+#      log continues (--open-mode=append). On clusters that refuse requeue,
+#      chain jobs instead: slurm/submit-chain.sh N slurm/train-cpu.sbatch …
+#
+# Knobs (set them when submitting; sbatch passes the environment on). They
+# belong to this script, not to hpctrain, and are removed from the
+# environment before the launch (hpctrain refuses HPCTRAIN_* variables that
+# are not its options):
+#   HPCTRAIN_HOME      the hpctrain checkout (default: the submit directory)
+#   HPCTRAIN_BIN       the trainer binary (default: $HPCTRAIN_HOME/build/hpctrain)
+#   HPCTRAIN_IMAGE     a Singularity/Apptainer image: run `singularity exec --nv IMAGE hpctrain`
+#   HPCTRAIN_BIND      extra container binds, comma-separated (the submit dir is always bound)
+#   HPCTRAIN_LAUNCHER  srun (default) | mpirun
+#   HPCTRAIN_SRUN_MPI  srun's --mpi plugin (default pmix; `srun --mpi=list` shows yours)
+#
+# Environment passed through untouched when you set it (see README, "Running
+# on a cluster"): NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_DEBUG, UCX_*,
+# OMPI_MCA_*. Only HDF5_USE_FILE_LOCKING gets a default (FALSE: Lustre, GPFS
+# and NFS often refuse HDF5's locks).
+
+# The flags the job runs with, after the user's own.
+hpctrain_has_arg() {  # hpctrain_has_arg --run.dir "$@": is the option among the arguments?
+  local want=$1 a
+  shift
+  for a in "$@"; do
+    [ "$a" = "$want" ] || [ "${a%%=*}" = "$want" ] && return 0
+  done
+  return 1
+}
+
+# Unix time at which Slurm ends this job, from squeue once, for hpctrain's
+# deadline (SLURM_JOB_END_TIME; newer Slurm sets it itself).
+hpctrain_job_end_time() {
+  [ -n "${SLURM_JOB_END_TIME:-}" ] && return 0
+  [ -n "${SLURM_JOB_ID:-}" ] && command -v squeue >/dev/null 2>&1 || return 0
+  local end
+  end=$(squeue -h -j "$SLURM_JOB_ID" -o %e 2>/dev/null | head -1) || return 0
+  end=$(date -d "$end" +%s 2>/dev/null) || return 0  # "Unknown", "NONE" and the like: no end
+  export SLURM_JOB_END_TIME=$end
+}
+
+hpctrain_run() {
+  local home=${HPCTRAIN_HOME:-${SLURM_SUBMIT_DIR:-$PWD}}
+  local bin=${HPCTRAIN_BIN:-$home/build/hpctrain}
+  local image=${HPCTRAIN_IMAGE:-} binds=${HPCTRAIN_BIND:-}
+  local launcher=${HPCTRAIN_LAUNCHER:-srun} srun_mpi=${HPCTRAIN_SRUN_MPI:-pmix}
+  unset HPCTRAIN_HOME HPCTRAIN_BIN HPCTRAIN_IMAGE HPCTRAIN_BIND HPCTRAIN_LAUNCHER HPCTRAIN_SRUN_MPI
+
+  export HDF5_USE_FILE_LOCKING=${HDF5_USE_FILE_LOCKING:-FALSE}
+  # Since Slurm 22.05, srun no longer inherits --cpus-per-task from sbatch.
+  [ -n "${SLURM_CPUS_PER_TASK:-}" ] && export SRUN_CPUS_PER_TASK=$SLURM_CPUS_PER_TASK
+  hpctrain_job_end_time
+
+  local args=("$@")
+  hpctrain_has_arg --resume "$@" || args+=(--resume auto)
+  # A requeued job must find its checkpoints again: without any run directory
+  # (argument, HPCTRAIN_RUN_DIR, or a config file that may name one) it gets
+  # its own, stable across requeues.
+  if ! hpctrain_has_arg --run.dir "$@" && ! hpctrain_has_arg --config "$@" && [ -z "${HPCTRAIN_RUN_DIR:-}" ] &&
+    [ -z "${HPCTRAIN_CONFIG:-}" ]; then
+    args+=(--run.dir "runs/${SLURM_JOB_NAME:-hpctrain}-${SLURM_JOB_ID:-local}")
+  fi
+
+  local trainer=("$bin")
+  if [ -n "$image" ]; then
+    local runtime
+    runtime=$(command -v apptainer || command -v singularity) ||
+      { echo "hpctrain job: HPCTRAIN_IMAGE is set but neither apptainer nor singularity is on PATH" >&2; return 2; }
+    local nv=()
+    command -v nvidia-smi >/dev/null 2>&1 && nv=(--nv)
+    trainer=("$runtime" exec "${nv[@]}" --bind "${SLURM_SUBMIT_DIR:-$PWD}${binds:+,$binds}" "$image" hpctrain)
+  elif [ ! -x "$bin" ]; then
+    echo "hpctrain job: $bin not found: build it (make) or set HPCTRAIN_BIN / HPCTRAIN_IMAGE" >&2
+    return 2
+  fi
+
+  local ntasks=${SLURM_NTASKS:-1} launch
+  case "$launcher" in
+    srun)
+      [ -n "${SLURM_JOB_ID:-}" ] || { echo "hpctrain job: not inside a Slurm job; use HPCTRAIN_LAUNCHER=mpirun" >&2; return 2; }
+      launch=(srun --mpi="$srun_mpi") ;;
+    mpirun) launch=(mpirun -np "$ntasks" --bind-to none) ;;
+    *) echo "hpctrain job: HPCTRAIN_LAUNCHER must be srun or mpirun, not '$launcher'" >&2; return 2 ;;
+  esac
+
+  echo "hpctrain job ${SLURM_JOB_ID:-(no Slurm job)} restart ${SLURM_RESTART_COUNT:-0}:" \
+    "$ntasks task(s) on ${SLURM_JOB_NUM_NODES:-1} node(s) (${SLURM_JOB_NODELIST:-$(hostname)}), $(date -Is)"
+  echo "hpctrain job: SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0} SLURM_JOB_END_TIME=${SLURM_JOB_END_TIME:-none}"
+  local v
+  for v in NCCL_IB_HCA NCCL_SOCKET_IFNAME NCCL_DEBUG UCX_NET_DEVICES UCX_TLS OMPI_MCA_pml OMPI_MCA_btl HDF5_USE_FILE_LOCKING; do
+    [ -n "${!v:-}" ] && echo "hpctrain job: $v=${!v}"
+  done
+  echo "hpctrain job: ${launch[*]} ${trainer[*]} ${args[*]}"
+
+  # The launcher runs in the background so that this shell can take signals:
+  # bash runs a trap only between commands, and `wait` is interruptible.
+  local child interrupted rc
+  forward() {
+    interrupted=1
+    echo "hpctrain job: got SIG$1, forwarding SIGUSR1 to the job step (checkpoint, then exit 75)"
+    kill -USR1 "$child" 2>/dev/null || true
+  }
+  trap 'forward USR1' USR1
+  trap 'forward TERM' TERM
+  "${launch[@]}" "${trainer[@]}" "${args[@]}" &
+  child=$!
+  while :; do
+    interrupted=0
+    rc=0
+    wait "$child" || rc=$?
+    [ "$interrupted" = 1 ] || break  # the launcher ended (bash keeps its status for a second wait)
+  done
+  trap - USR1 TERM
+
+  if [ "$rc" -eq 75 ] && [ -n "${SLURM_JOB_ID:-}" ]; then
+    # Requeue only a job that Slurm still runs: after a plain `scancel` (or at
+    # the hard time limit) it is COMPLETING, and the person meant it to end.
+    local state
+    state=$(squeue -h -j "$SLURM_JOB_ID" -o %T 2>/dev/null | head -1)
+    if [ "$state" != RUNNING ]; then
+      echo "hpctrain job: checkpointed; job $SLURM_JOB_ID is ${state:-gone} (cancelled?), so it is not requeued" >&2
+    elif scontrol requeue "$SLURM_JOB_ID"; then
+      echo "hpctrain job: checkpointed; requeued job $SLURM_JOB_ID (it continues with --resume auto)"
+      return 0
+    else
+      echo "hpctrain job: checkpointed, but Slurm refused the requeue (--no-requeue, or the cluster forbids it):" \
+        "exit 75; the next job of a slurm/submit-chain.sh chain continues" >&2
+    fi
+  elif [ "$rc" -eq 75 ]; then
+    echo "hpctrain job: checkpointed; not a Slurm job, so nothing to requeue; exit 75" >&2
+  fi
+  echo "hpctrain job: finished with exit code $rc, $(date -Is)"
+  return "$rc"
+}

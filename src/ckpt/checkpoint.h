@@ -1,0 +1,129 @@
+// Checkpoints: everything a run needs to continue exactly where it stopped,
+// as one HDF5 file RUN_DIR/ckpt-STEP.h5 that other tools can read too.
+//
+// What makes resume exact is that every random choice in hpctrain is a pure
+// function of coordinates the checkpoint already holds: the sampler order of
+// (seed, epoch), dropout masks of (seed, micro-step, layer, rank), the
+// initial weights of the seed. So the state is small: the flat parameters,
+// the BatchNorm buffers, the optimizer state and its step counter, the step,
+// and each rank's partial sums of the current logging window.
+//
+// File layout (format version 1; h5py: f.attrs["step"], f["params/0.conv.weight"][...]):
+//   /                   attrs: magic, format_version, hpctrain_version, created_unix, checksum,
+//                       step, epoch, step_in_epoch, consumed_samples, total_steps,
+//                       world_size, batch_size, accum_steps, global_batch, train_samples,
+//                       config (the resolved INI text)
+//   /model              attrs: spec (canonical text), input_shape, num_params
+//   /params_flat        float32 [num_params]: the model's flat parameter buffer
+//   /params/<name>      float32 views of it with their shapes ("3.conv.weight"), for other tools
+//   /buffers/<name>     float32: BatchNorm running statistics ("1.bn.running_mean")
+//   /optimizer          attrs: name, steps_taken; datasets: flat state ("exp_avg", "exp_avg_sq", "momentum")
+//   /rng                attrs: seed, sampler_epoch, sampler_batch, dropout_step (the counters the
+//                       counter-based generators continue from)
+//   /log_window         float64 [world_size, 4]: per rank loss sum, sample count, correct, steps
+// Every dataset the reader restores carries a `crc32` attribute; the root
+// `checksum` is a CRC-32 over all metadata and payload bytes, so any damaged
+// byte the reader depends on is found, and the damaged dataset is named.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hpc::ckpt {
+
+constexpr const char* MAGIC = "hpctrain-checkpoint";
+// Bumped when a reader of the old version could misread a new file. A reader
+// refuses newer versions with one line instead of guessing.
+constexpr int64_t FORMAT_VERSION = 1;
+
+// A host float32 tensor with a name (a BatchNorm buffer, an optimizer state).
+struct NamedTensor {
+  std::string name;
+  Tensor value;
+};
+
+// One parameter tensor's place in the flat buffer (written as /params/<name>).
+struct ParamEntry {
+  std::string name;
+  int64_t offset = 0;
+  Shape shape;
+};
+
+// Per-rank partial sums of the step-table window that was open at save time.
+struct LogWindow {
+  double loss_sum = 0, count = 0, correct = 0, steps = 0;
+};
+
+struct Checkpoint {
+  // Where the run is. step = optimizer steps done; the sampler continues at
+  // (epoch, step_in_epoch); consumed_samples = step × global_batch.
+  int64_t step = 0, epoch = 0, step_in_epoch = 0, consumed_samples = 0, total_steps = 0;
+  // How the run was laid out when saved.
+  int64_t world_size = 1, batch_size = 0, accum_steps = 1, global_batch = 0, train_samples = 0;
+
+  std::string spec;  // canonical model spec text
+  Shape input_shape;
+  Tensor params;                          // flat float32 [num_params]
+  std::vector<ParamEntry> param_entries;  // written for other tools; not read back
+  std::vector<NamedTensor> buffers;
+
+  std::string optimizer;  // sgd | adam | adamw
+  int64_t optimizer_steps = 0;
+  std::vector<NamedTensor> optimizer_state;
+
+  uint64_t seed = 0;
+  int64_t sampler_epoch = 0, sampler_batch = 0, dropout_step = 0;
+
+  std::vector<LogWindow> log_window;  // one per rank at save time
+
+  std::string config_ini;
+  std::string hpctrain_version;
+  int64_t created_unix = 0;
+
+  int64_t num_params() const { return params.defined() ? params.count() : 0; }
+};
+
+// The integer attributes of "/", in file order: the writer, the reader and
+// the checksum all walk this one list. C is Checkpoint or const Checkpoint.
+template <class C>
+auto root_integers(C& c) {
+  using P = std::pair<const char*, decltype(&c.step)>;
+  return std::array{P{"step", &c.step},
+                    P{"epoch", &c.epoch},
+                    P{"step_in_epoch", &c.step_in_epoch},
+                    P{"consumed_samples", &c.consumed_samples},
+                    P{"total_steps", &c.total_steps},
+                    P{"world_size", &c.world_size},
+                    P{"batch_size", &c.batch_size},
+                    P{"accum_steps", &c.accum_steps},
+                    P{"global_batch", &c.global_batch},
+                    P{"train_samples", &c.train_samples}};
+}
+
+// Writes `c` to `path` so that `path` never exists half-written: the data
+// goes to a temporary name in the same directory (PATH.tmp-PID), is fsynced,
+// renamed over `path`, and the directory is fsynced. A process killed at any
+// moment leaves either the old state or the complete new file (plus, at
+// worst, a temporary file that the next write removes). Throws UserError
+// naming the path on any failure (disk full, permissions).
+//
+// crash_midway is the test hook behind HPCTRAIN_TEST_CRASH_IN_CKPT: the
+// process kills itself with SIGKILL after half of the file is written.
+void write_checkpoint(const std::string& path, const Checkpoint& c, bool crash_midway = false);
+
+// Reads and verifies a checkpoint: HDF5 signature, magic, format version (a
+// newer one is refused), every restored dataset's CRC-32 and the checksum of
+// the metadata. Throws UserError "checkpoint 'PATH': …" (one line) when the
+// file is missing, unreadable, truncated, damaged or from a future version.
+Checkpoint read_checkpoint(const std::string& path);
+
+// CRC-32 (zlib) of everything the reader restores, in a fixed order: the
+// metadata as text, then every payload tensor's bytes.
+uint32_t content_checksum(const Checkpoint& c);
+
+}  // namespace hpc::ckpt

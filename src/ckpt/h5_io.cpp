@@ -1,0 +1,213 @@
+// Typed HDF5 helpers for checkpoints (see h5_io.h).
+#include "ckpt/h5_io.h"
+
+#include <zlib.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace hpc::ckpt::h5 {
+
+using data::h5_check;
+
+uint32_t crc32_bytes(const void* data, size_t n, uint32_t crc) {
+  return static_cast<uint32_t>(crc32_z(crc, static_cast<const Bytef*>(data), n));
+}
+
+namespace {
+
+H5Handle scalar_space(const std::string& what) {
+  return H5Handle::space(h5_check(H5Screate(H5S_SCALAR), what));
+}
+
+H5Handle utf8_string_type(const std::string& what) {
+  H5Handle t = H5Handle::type(h5_check(H5Tcopy(H5T_C_S1), what));
+  h5_check(H5Tset_size(t.id(), H5T_VARIABLE), what);
+  h5_check(H5Tset_cset(t.id(), H5T_CSET_UTF8), what);
+  return t;
+}
+
+H5Handle open_attr(hid_t obj, const std::string& name, const std::string& what) {
+  const htri_t exists = H5Aexists(obj, name.c_str());
+  if (exists <= 0) throw UserError(what + ": attribute '" + name + "' is missing");
+  return H5Handle::attr(
+      h5_check(H5Aopen(obj, name.c_str(), H5P_DEFAULT), what + ": attribute '" + name + "'"));
+}
+
+// The attribute must hold exactly one integer (any width or sign: HDF5 converts on read).
+void check_integer_scalar(const H5Handle& a, const std::string& name, const std::string& what) {
+  H5Handle type = H5Handle::type(h5_check(H5Aget_type(a.id()), what));
+  H5Handle space = H5Handle::space(h5_check(H5Aget_space(a.id()), what));
+  if (H5Tget_class(type.id()) != H5T_INTEGER || H5Sget_simple_extent_npoints(space.id()) != 1)
+    throw UserError(what + ": attribute '" + name + "' is " + data::h5_type_name(type.id()) +
+                    ", expected one integer");
+}
+
+}  // namespace
+
+H5Handle create_group(hid_t loc, const std::string& name, const std::string& what) {
+  return H5Handle::group(h5_check(H5Gcreate2(loc, name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+                                  what + ": cannot create group " + name));
+}
+
+void write_attr(hid_t obj, const std::string& name, int64_t value, const std::string& what) {
+  const std::string w = what + ": attribute " + name;
+  H5Handle space = scalar_space(w);
+  H5Handle a = H5Handle::attr(
+      h5_check(H5Acreate2(obj, name.c_str(), H5T_STD_I64LE, space.id(), H5P_DEFAULT, H5P_DEFAULT), w));
+  h5_check(H5Awrite(a.id(), H5T_NATIVE_INT64, &value), w);
+}
+
+void write_attr_u64(hid_t obj, const std::string& name, uint64_t value, const std::string& what) {
+  const std::string w = what + ": attribute " + name;
+  H5Handle space = scalar_space(w);
+  H5Handle a = H5Handle::attr(
+      h5_check(H5Acreate2(obj, name.c_str(), H5T_STD_U64LE, space.id(), H5P_DEFAULT, H5P_DEFAULT), w));
+  h5_check(H5Awrite(a.id(), H5T_NATIVE_UINT64, &value), w);
+}
+
+void write_attr(hid_t obj, const std::string& name, const std::string& value, const std::string& what) {
+  const std::string w = what + ": attribute " + name;
+  H5Handle type = utf8_string_type(w);
+  H5Handle space = scalar_space(w);
+  H5Handle a = H5Handle::attr(
+      h5_check(H5Acreate2(obj, name.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT), w));
+  const char* p = value.c_str();
+  h5_check(H5Awrite(a.id(), type.id(), &p), w);
+}
+
+void write_attr(hid_t obj, const std::string& name, const std::vector<int64_t>& values,
+                const std::string& what) {
+  const std::string w = what + ": attribute " + name;
+  hsize_t n = values.size();
+  // A zero-length simple dataspace is not allowed for attributes: an empty list is a null dataspace.
+  H5Handle space = H5Handle::space(h5_check(n ? H5Screate_simple(1, &n, nullptr) : H5Screate(H5S_NULL), w));
+  H5Handle a = H5Handle::attr(
+      h5_check(H5Acreate2(obj, name.c_str(), H5T_STD_I64LE, space.id(), H5P_DEFAULT, H5P_DEFAULT), w));
+  if (n) h5_check(H5Awrite(a.id(), H5T_NATIVE_INT64, values.data()), w);
+}
+
+void write_tensor(hid_t loc, const std::string& name, const Tensor& t, const Shape& shape,
+                  const std::string& what) {
+  const std::string w = what + ": dataset " + name;
+  HPC_ASSERT(t.dtype() == DType::F32 || t.dtype() == DType::F64, "checkpoint tensors are float32 or float64");
+  HPC_ASSERT(shape.count() == t.count(), "checkpoint tensor shape does not match its element count");
+  std::vector<hsize_t> dims(shape.dims().begin(), shape.dims().end());
+  if (dims.empty()) dims.push_back(1);  // a scalar parameter is stored as [1]
+  H5Handle space =
+      H5Handle::space(h5_check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), w));
+  H5Handle lcpl = H5Handle::plist(h5_check(H5Pcreate(H5P_LINK_CREATE), w));
+  h5_check(H5Pset_create_intermediate_group(lcpl.id(), 1), w);
+  const bool f32 = t.dtype() == DType::F32;
+  H5Handle d = H5Handle::dataset(h5_check(H5Dcreate2(loc, name.c_str(), f32 ? H5T_IEEE_F32LE : H5T_IEEE_F64LE,
+                                                     space.id(), lcpl.id(), H5P_DEFAULT, H5P_DEFAULT),
+                                          w));
+  if (t.count() > 0)
+    h5_check(
+        H5Dwrite(d.id(), f32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, t.raw()),
+        w);
+  write_attr(d.id(), "crc32", static_cast<int64_t>(crc32_bytes(t.raw(), t.num_bytes())), w);
+}
+
+bool has_attr(hid_t obj, const std::string& name) { return H5Aexists(obj, name.c_str()) > 0; }
+
+int64_t read_attr_i64(hid_t obj, const std::string& name, const std::string& what) {
+  H5Handle a = open_attr(obj, name, what);
+  check_integer_scalar(a, name, what);
+  int64_t v = 0;
+  h5_check(H5Aread(a.id(), H5T_NATIVE_INT64, &v), what + ": attribute '" + name + "' cannot be read");
+  return v;
+}
+
+uint64_t read_attr_u64(hid_t obj, const std::string& name, const std::string& what) {
+  H5Handle a = open_attr(obj, name, what);
+  check_integer_scalar(a, name, what);
+  uint64_t v = 0;
+  h5_check(H5Aread(a.id(), H5T_NATIVE_UINT64, &v), what + ": attribute '" + name + "' cannot be read");
+  return v;
+}
+
+std::string read_attr_str(hid_t obj, const std::string& name, const std::string& what) {
+  const std::string w = what + ": attribute '" + name + "'";
+  H5Handle a = open_attr(obj, name, what);
+  H5Handle type = H5Handle::type(h5_check(H5Aget_type(a.id()), w));
+  H5Handle space = H5Handle::space(h5_check(H5Aget_space(a.id()), w));
+  if (H5Tget_class(type.id()) != H5T_STRING || H5Sget_simple_extent_npoints(space.id()) != 1)
+    throw UserError(w + " is " + data::h5_type_name(type.id()) + ", expected a string");
+  if (H5Tis_variable_str(type.id()) > 0) {
+    char* p = nullptr;
+    h5_check(H5Aread(a.id(), type.id(), &p), w + " cannot be read");
+    std::string s = p ? p : "";
+    H5free_memory(p);
+    return s;
+  }
+  std::string s(H5Tget_size(type.id()), '\0');
+  h5_check(H5Aread(a.id(), type.id(), s.data()), w + " cannot be read");
+  return s.substr(0, std::strlen(s.c_str()));
+}
+
+std::vector<int64_t> read_attr_i64s(hid_t obj, const std::string& name, const std::string& what) {
+  const std::string w = what + ": attribute '" + name + "'";
+  H5Handle a = open_attr(obj, name, what);
+  H5Handle type = H5Handle::type(h5_check(H5Aget_type(a.id()), w));
+  H5Handle space = H5Handle::space(h5_check(H5Aget_space(a.id()), w));
+  if (H5Sget_simple_extent_type(space.id()) == H5S_NULL) return {};
+  if (H5Tget_class(type.id()) != H5T_INTEGER) throw UserError(w + " is not a list of integers");
+  const hssize_t n = H5Sget_simple_extent_npoints(space.id());
+  if (n < 0 || n > 64) throw UserError(w + " has an unexpected size");
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  if (n) h5_check(H5Aread(a.id(), H5T_NATIVE_INT64, v.data()), w + " cannot be read");
+  return v;
+}
+
+Tensor read_tensor(hid_t loc, const std::string& name, DType dtype, int64_t expected_count,
+                   const std::string& what) {
+  const std::string w = what + ": " + name;
+  if (H5Lexists(loc, name.c_str(), H5P_DEFAULT) <= 0) throw UserError(w + " is missing");
+  H5Handle d = H5Handle::dataset(h5_check(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), w + " cannot be opened"));
+  H5Handle type = H5Handle::type(h5_check(H5Dget_type(d.id()), w));
+  H5Handle space = H5Handle::space(h5_check(H5Dget_space(d.id()), w));
+  const size_t want_bytes = dtype_size(dtype);
+  if (H5Tget_class(type.id()) != H5T_FLOAT || H5Tget_size(type.id()) != want_bytes)
+    throw UserError(w + " is " + data::h5_type_name(type.id()) + ", expected float" +
+                    std::to_string(8 * want_bytes));
+  const hssize_t n = H5Sget_simple_extent_npoints(space.id());
+  if (n < 0 || (expected_count >= 0 && n != expected_count))
+    throw UserError(w + " has " + std::to_string(n) + " elements, expected " +
+                    std::to_string(expected_count));
+  Tensor t(Shape{static_cast<int64_t>(n)}, dtype);
+  if (n > 0)
+    h5_check(H5Dread(d.id(), dtype == DType::F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL,
+                     H5P_DEFAULT, t.raw()),
+             w + " cannot be read");
+  const uint32_t stored = static_cast<uint32_t>(read_attr_i64(d.id(), "crc32", w));
+  const uint32_t actual = crc32_bytes(t.raw(), t.num_bytes());
+  if (stored != actual) {
+    char msg[96];
+    std::snprintf(msg, sizeof msg, " is damaged (CRC-32 %08x, stored %08x)", actual, stored);
+    throw UserError(w + msg);
+  }
+  return t;
+}
+
+std::vector<std::string> list_group(hid_t loc, const std::string& name, const std::string& what) {
+  std::vector<std::string> names;
+  if (H5Lexists(loc, name.c_str(), H5P_DEFAULT) <= 0) return names;
+  H5Handle g = H5Handle::group(h5_check(H5Gopen2(loc, name.c_str(), H5P_DEFAULT), what + ": " + name));
+  H5G_info_t info{};
+  h5_check(H5Gget_info(g.id(), &info), what + ": " + name);
+  for (hsize_t i = 0; i < info.nlinks; ++i) {
+    const ssize_t len = h5_check(
+        H5Lget_name_by_idx(g.id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT), what);
+    std::string s(static_cast<size_t>(len) + 1, '\0');
+    h5_check(H5Lget_name_by_idx(g.id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, s.data(), s.size(), H5P_DEFAULT),
+             what);
+    s.resize(static_cast<size_t>(len));
+    names.push_back(s);
+  }
+  return names;
+}
+
+}  // namespace hpc::ckpt::h5

@@ -1,0 +1,50 @@
+// Small typed HDF5 helpers for the checkpoint writer and reader.
+//
+// The writer stores integers as little-endian int64/uint64, strings as
+// variable-length UTF-8 (h5py reads them as str) and tensors as contiguous
+// float32/float64 datasets with a `crc32` attribute. The reader checks type
+// and shape before it reads, so a damaged or foreign file becomes one
+// UserError line "<what>: <name> …", never a crash or a silent misread.
+#pragma once
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "data/h5_handle.h"
+
+namespace hpc::ckpt::h5 {
+
+using data::H5Handle;
+
+// CRC-32 (zlib) of a byte range, continuing from `crc`.
+uint32_t crc32_bytes(const void* data, size_t n, uint32_t crc = 0);
+
+// ---- writing (errors: UserError "what: …") --------------------------------
+H5Handle create_group(hid_t loc, const std::string& name, const std::string& what);
+void write_attr(hid_t obj, const std::string& name, int64_t value, const std::string& what);
+void write_attr_u64(hid_t obj, const std::string& name, uint64_t value, const std::string& what);
+void write_attr(hid_t obj, const std::string& name, const std::string& value, const std::string& what);
+void write_attr(hid_t obj, const std::string& name, const std::vector<int64_t>& values,
+                const std::string& what);
+// A contiguous dataset of `t` (F32 or F64) with shape `shape` and a crc32 attribute of its bytes.
+void write_tensor(hid_t loc, const std::string& name, const Tensor& t, const Shape& shape,
+                  const std::string& what);
+
+// ---- reading (errors: UserError "what: name …") ----------------------------
+bool has_attr(hid_t obj, const std::string& name);
+int64_t read_attr_i64(hid_t obj, const std::string& name, const std::string& what);
+uint64_t read_attr_u64(hid_t obj, const std::string& name, const std::string& what);
+std::string read_attr_str(hid_t obj, const std::string& name, const std::string& what);
+std::vector<int64_t> read_attr_i64s(hid_t obj, const std::string& name, const std::string& what);
+// Reads `name` (float32 or float64 as `dtype`) and checks its element count
+// (when expected_count ≥ 0) and its crc32 attribute.
+Tensor read_tensor(hid_t loc, const std::string& name, DType dtype, int64_t expected_count,
+                   const std::string& what);
+// Names of the members of group `name`, in name order; empty when the group is absent.
+std::vector<std::string> list_group(hid_t loc, const std::string& name, const std::string& what);
+
+}  // namespace hpc::ckpt::h5

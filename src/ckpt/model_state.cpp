@@ -1,0 +1,90 @@
+// Model/optimizer ⇄ Checkpoint, and choosing the checkpoint to resume from.
+#include "ckpt/model_state.h"
+
+#include "backend/ops_core.h"
+#include "ckpt/store.h"
+#include "core/error.h"
+
+namespace hpc::ckpt {
+
+namespace {
+
+// A host float32 copy of t, from any device and float dtype (16-bit is
+// converted on its own device: the CPU backend has no 16-bit types).
+Tensor host_f32(const Tensor& t) {
+  Tensor f32 = t;
+  if (t.dtype() != DType::F32) {
+    f32 = Tensor(t.shape(), DType::F32, t.device());
+    backend::convert(t, f32);
+  }
+  Tensor out(t.shape(), DType::F32);
+  backend::copy(f32, out);
+  return out;
+}
+
+// dst (any device and float dtype) = the host float32 values of src.
+void assign(const Tensor& dst, const Tensor& src, const std::string& name) {
+  HPC_ASSERT(dst.count() == src.count() && src.dtype() == DType::F32 && src.device() == Device::CPU,
+             "restoring " + name + ": size mismatch");
+  const Tensor from = src.view(dst.shape());
+  if (dst.dtype() == DType::F32) return backend::copy(from, dst);
+  Tensor f32(dst.shape(), DType::F32, dst.device());
+  backend::copy(from, f32);
+  backend::convert(f32, dst);
+}
+
+const NamedTensor& find(const std::vector<NamedTensor>& v, const std::string& name) {
+  for (const NamedTensor& t : v)
+    if (t.name == name) return t;
+  throw Error(EXIT_INTERNAL, "internal error: checkpoint has no '" + name + "' (validated before restore)");
+}
+
+}  // namespace
+
+void capture(const Tensor& params, nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c) {
+  HPC_ASSERT(params.count() == model.num_params(), "checkpoint: the parameter buffer does not fit the model");
+  c.spec = model.spec();
+  c.input_shape = model.input_shape();
+  c.params = host_f32(params).view(Shape{params.count()});
+  c.param_entries.clear();
+  for (const nn::ParamInfo& p : model.param_info()) c.param_entries.push_back({p.name, p.offset, p.shape});
+  c.buffers.clear();
+  for (auto& [name, t] : model.buffers()) c.buffers.push_back({name, host_f32(t)});
+  c.optimizer_state.clear();
+  for (auto& [name, t] : optimizer.state()) c.optimizer_state.push_back({name, host_f32(t)});
+  c.optimizer_steps = optimizer.steps_taken();
+}
+
+void restore(const Checkpoint& c, const Tensor& params, nn::Model& model, optim::Optimizer& optimizer) {
+  assign(params, c.params, "parameters");
+  for (auto& [name, t] : model.buffers()) assign(t, find(c.buffers, name).value, name);
+  for (auto& [name, t] : optimizer.state()) assign(t, find(c.optimizer_state, name).value, name);
+  optimizer.set_steps_taken(c.optimizer_steps);
+}
+
+RunLayout layout_of(nn::Model& model, optim::Optimizer& optimizer, const std::string& optimizer_name) {
+  RunLayout run;
+  run.spec = model.spec();
+  run.input_shape = model.input_shape();
+  run.num_params = model.num_params();
+  for (auto& [name, t] : model.buffers()) run.buffers.emplace_back(name, t.count());
+  run.optimizer = optimizer_name;
+  for (auto& [name, t] : optimizer.state()) run.optimizer_state.push_back(name);
+  return run;
+}
+
+std::optional<Resume> locate_resume(const std::string& resume, const std::string& run_dir,
+                                    std::vector<std::string>& log) {
+  if (resume.empty()) return std::nullopt;
+  if (resume != "auto") return Resume{read_checkpoint(resume), resume};
+  Found found = find_newest_valid(run_dir);
+  for (const std::string& s : found.skipped) log.push_back("skipping a damaged checkpoint: " + s);
+  if (found.checkpoint) return Resume{std::move(*found.checkpoint), found.path};
+  if (!found.skipped.empty())
+    throw UserError("--resume auto: " + run_dir + " holds " + std::to_string(found.skipped.size()) +
+                    " checkpoint(s) and none is readable (first: " + found.skipped.front() +
+                    "); move them away to start over");
+  return std::nullopt;
+}
+
+}  // namespace hpc::ckpt

@@ -1,0 +1,46 @@
+// Between a model + optimizer and a Checkpoint: deep copies in both
+// directions, and the choice of the checkpoint that --resume names.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/validate.h"
+#include "nn/model.h"
+#include "optim/optimizer.h"
+
+namespace hpc::ckpt {
+
+// Copies the parameters (with one ParamEntry per tensor), BatchNorm buffers,
+// optimizer state and step counter into `c`, as host float32 copies (so the
+// model may go on training while `c` is written). `params` is the flat
+// buffer that holds the trained values in full precision: the optimizer's
+// (a 16-bit model's fp32 master weights, else the model's own). Tensors may
+// live on the GPU and be 16-bit; they are converted on their device first.
+void capture(const Tensor& params, nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c);
+
+// Copies `c` into `params` (as above), the model's buffers and the optimizer
+// (after check_resumable passed), converting to each tensor's dtype and
+// device. A 16-bit model's own parameters are then the caller's to refresh
+// from the master weights (MixedPrecision::publish).
+void restore(const Checkpoint& c, const Tensor& params, nn::Model& model, optim::Optimizer& optimizer);
+
+// The current model and optimizer as a RunLayout (the rest is the caller's).
+RunLayout layout_of(nn::Model& model, optim::Optimizer& optimizer, const std::string& optimizer_name);
+
+struct Resume {
+  Checkpoint checkpoint;
+  std::string path;
+};
+
+// What --resume asks for: "" → nothing; PATH → that file (any failure is a
+// UserError); auto → the newest valid checkpoint in run_dir, skipping damaged
+// ones (each reported in `log`); nothing when run_dir holds no checkpoint at
+// all. Checkpoints present but none valid is a UserError: starting over
+// silently would throw away the run they belong to.
+std::optional<Resume> locate_resume(const std::string& resume, const std::string& run_dir,
+                                    std::vector<std::string>& log);
+
+}  // namespace hpc::ckpt

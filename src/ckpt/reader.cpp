@@ -1,0 +1,116 @@
+// The checkpoint reader: checks in the order that gives the most useful
+// message (is it a file, is it HDF5, is it ours, is it from a version we can
+// read, is every restored byte intact), each failure one UserError line.
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/h5_io.h"
+#include "core/error.h"
+
+namespace hpc::ckpt {
+
+using data::h5_check;
+using data::H5Handle;
+
+namespace {
+
+H5Handle open_checkpoint(const std::string& path, const std::string& what) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) throw UserError(what + ": no such file");
+  if (std::filesystem::is_directory(status))
+    throw UserError(what + ": is a directory, not a checkpoint file");
+  if (::access(path.c_str(), R_OK) != 0)
+    throw UserError(what + ": cannot read it (" + std::strerror(errno) + ")");
+  if (H5Fis_hdf5(path.c_str()) == 0)
+    throw UserError(what + ": not an HDF5 file (damaged or not a checkpoint)");
+  H5Handle fapl = H5Handle::plist(h5_check(H5Pcreate(H5P_FILE_ACCESS), what));
+  data::disable_file_locking(fapl.id(), what);
+  // A truncated file fails here with HDF5's "truncated file: eof = …, stored_eof = …".
+  return H5Handle::file(
+      h5_check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.id()), what + ": cannot open it"));
+}
+
+std::vector<NamedTensor> read_named(hid_t f, const std::string& group, int64_t count,
+                                    const std::string& what) {
+  std::vector<NamedTensor> out;
+  for (const std::string& name : h5::list_group(f, group, what))
+    out.push_back({name, h5::read_tensor(f, group + "/" + name, DType::F32, count, what)});
+  return out;
+}
+
+}  // namespace
+
+Checkpoint read_checkpoint(const std::string& path) {
+  const std::string what = "checkpoint '" + path + "'";
+  auto lock = data::h5_lock();  // before every handle: released after they close
+  data::H5QuietErrors quiet;
+  H5Handle file = open_checkpoint(path, what);
+  const hid_t f = file.id();
+
+  if (!h5::has_attr(f, "magic") || h5::read_attr_str(f, "magic", what) != MAGIC)
+    throw UserError(what + ": not an hpctrain checkpoint (no '" + std::string(MAGIC) + "' magic)");
+  const int64_t version = h5::read_attr_i64(f, "format_version", what);
+  if (version > FORMAT_VERSION)
+    throw UserError(what + ": format version " + std::to_string(version) +
+                    " was written by a newer hpctrain (" + h5::read_attr_str(f, "hpctrain_version", what) +
+                    "); this one reads versions up to " + std::to_string(FORMAT_VERSION) +
+                    ": upgrade hpctrain");
+  if (version < 1) throw UserError(what + ": invalid format version " + std::to_string(version));
+
+  Checkpoint c;
+  c.hpctrain_version = h5::read_attr_str(f, "hpctrain_version", what);
+  c.created_unix = h5::read_attr_i64(f, "created_unix", what);
+  for (auto [k, v] : root_integers(c)) *v = h5::read_attr_i64(f, k, what);
+  c.config_ini = h5::read_attr_str(f, "config", what);
+  if (c.world_size < 1 || c.world_size > (1 << 24) || c.step < 0)
+    throw UserError(what + ": implausible world_size " + std::to_string(c.world_size) + " or step " +
+                    std::to_string(c.step) + " (damaged file)");
+
+  int64_t num_params = 0;
+  {
+    if (H5Lexists(f, "model", H5P_DEFAULT) <= 0) throw UserError(what + ": group /model is missing");
+    H5Handle model = H5Handle::group(h5_check(H5Gopen2(f, "model", H5P_DEFAULT), what + ": /model"));
+    c.spec = h5::read_attr_str(model.id(), "spec", what + ": /model");
+    c.input_shape = Shape(h5::read_attr_i64s(model.id(), "input_shape", what + ": /model"));
+    num_params = h5::read_attr_i64(model.id(), "num_params", what + ": /model");
+  }
+  c.params = h5::read_tensor(f, "params_flat", DType::F32, num_params, what);
+  c.buffers = read_named(f, "buffers", -1, what);
+  {
+    if (H5Lexists(f, "optimizer", H5P_DEFAULT) <= 0) throw UserError(what + ": group /optimizer is missing");
+    H5Handle opt = H5Handle::group(h5_check(H5Gopen2(f, "optimizer", H5P_DEFAULT), what + ": /optimizer"));
+    c.optimizer = h5::read_attr_str(opt.id(), "name", what + ": /optimizer");
+    c.optimizer_steps = h5::read_attr_i64(opt.id(), "steps_taken", what + ": /optimizer");
+  }
+  c.optimizer_state = read_named(f, "optimizer", num_params, what);
+  {
+    if (H5Lexists(f, "rng", H5P_DEFAULT) <= 0) throw UserError(what + ": group /rng is missing");
+    H5Handle rng = H5Handle::group(h5_check(H5Gopen2(f, "rng", H5P_DEFAULT), what + ": /rng"));
+    c.seed = h5::read_attr_u64(rng.id(), "seed", what + ": /rng");
+    c.sampler_epoch = h5::read_attr_i64(rng.id(), "sampler_epoch", what + ": /rng");
+    c.sampler_batch = h5::read_attr_i64(rng.id(), "sampler_batch", what + ": /rng");
+    c.dropout_step = h5::read_attr_i64(rng.id(), "dropout_step", what + ": /rng");
+  }
+  Tensor window = h5::read_tensor(f, "log_window", DType::F64, 4 * c.world_size, what);
+  for (int64_t r = 0; r < c.world_size; ++r) {
+    const double* row = window.data<double>() + 4 * r;
+    c.log_window.push_back({row[0], row[1], row[2], row[3]});
+  }
+
+  const uint32_t stored = static_cast<uint32_t>(h5::read_attr_i64(f, "checksum", what));
+  const uint32_t actual = content_checksum(c);
+  if (stored != actual) {
+    char msg[128];
+    std::snprintf(msg, sizeof msg, ": metadata is damaged (checksum %08x, stored %08x)", actual, stored);
+    throw UserError(what + msg);
+  }
+  return c;
+}
+
+}  // namespace hpc::ckpt

@@ -1,0 +1,171 @@
+// The checkpoint checksum and writer: temp file, fsync, rename, fsync of the
+// directory (see checkpoint.h for the layout and the guarantees).
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "ckpt/checkpoint.h"
+#include "ckpt/h5_io.h"
+#include "core/error.h"
+
+namespace hpc::ckpt {
+
+using data::h5_check;
+using data::H5Handle;
+
+namespace {
+
+std::vector<const NamedTensor*> by_name(const std::vector<NamedTensor>& v) {
+  std::vector<const NamedTensor*> out;
+  for (const NamedTensor& t : v) out.push_back(&t);
+  std::sort(out.begin(), out.end(),
+            [](const NamedTensor* a, const NamedTensor* b) { return a->name < b->name; });
+  return out;
+}
+
+// fsync of a file or directory: the rename is durable only once both are on disk.
+bool sync_path(const std::string& path, int flags) {
+  int fd = ::open(path.c_str(), flags);
+  if (fd < 0) return false;
+  bool ok = ::fsync(fd) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// Removes the temporary file unless the write completed (an exception on any path).
+class TempFile {
+ public:
+  explicit TempFile(std::string path) : path_(std::move(path)) {}
+  ~TempFile() {
+    if (!committed_) std::remove(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+  const std::string& path() const { return path_; }
+  void commit() { committed_ = true; }
+
+ private:
+  std::string path_;
+  bool committed_ = false;
+};
+
+void write_named(hid_t file, const std::string& group, const std::vector<NamedTensor>& v,
+                 const std::string& what) {
+  for (const NamedTensor& t : v) h5::write_tensor(file, group + "/" + t.name, t.value, t.value.shape(), what);
+}
+
+}  // namespace
+
+uint32_t content_checksum(const Checkpoint& c) {
+  std::string m;
+  auto add = [&m](const char* key, const std::string& value) { m += std::string(key) + "=" + value + "\n"; };
+  add("format_version", std::to_string(FORMAT_VERSION));
+  add("hpctrain_version", c.hpctrain_version);
+  add("created_unix", std::to_string(c.created_unix));
+  for (auto [k, v] : root_integers(c)) add(k, std::to_string(*v));
+  for (auto [k, v] : {std::pair{"num_params", c.num_params()},
+                      {"optimizer_steps", c.optimizer_steps},
+                      {"sampler_epoch", c.sampler_epoch},
+                      {"sampler_batch", c.sampler_batch},
+                      {"dropout_step", c.dropout_step}})
+    add(k, std::to_string(v));
+  add("seed", std::to_string(c.seed));
+  add("spec", c.spec);
+  add("input_shape", c.input_shape.str());
+  add("optimizer", c.optimizer);
+  add("config", c.config_ini);
+  for (const NamedTensor* t : by_name(c.buffers)) add("buffer", t->name);
+  for (const NamedTensor* t : by_name(c.optimizer_state)) add("optimizer_state", t->name);
+  uint32_t crc = h5::crc32_bytes(m.data(), m.size());
+  if (c.params.defined()) crc = h5::crc32_bytes(c.params.raw(), c.params.num_bytes(), crc);
+  for (const NamedTensor* t : by_name(c.buffers))
+    crc = h5::crc32_bytes(t->value.raw(), t->value.num_bytes(), crc);
+  for (const NamedTensor* t : by_name(c.optimizer_state))
+    crc = h5::crc32_bytes(t->value.raw(), t->value.num_bytes(), crc);
+  for (const LogWindow& w : c.log_window) crc = h5::crc32_bytes(&w, sizeof w, crc);
+  return crc;
+}
+
+void write_checkpoint(const std::string& path, const Checkpoint& c, bool crash_midway) {
+  namespace fs = std::filesystem;
+  HPC_ASSERT(c.params.defined() && c.params.dtype() == DType::F32, "checkpoint parameters must be float32");
+  TempFile tmp(path + ".tmp-" + std::to_string(::getpid()));
+  const std::string what = "cannot write checkpoint " + tmp.path();
+  // Declared before every handle, so it is released after they close: loader
+  // threads may be inside HDF5 while rank 0 saves (see data::h5_lock).
+  auto lock = data::h5_lock();
+  data::H5QuietErrors quiet;
+  {
+    H5Handle fapl = H5Handle::plist(h5_check(H5Pcreate(H5P_FILE_ACCESS), what));
+    // Lustre/GPFS/NFS often refuse locks, and nobody reads a temp file.
+    data::disable_file_locking(fapl.id(), what);
+    H5Handle file =
+        H5Handle::file(h5_check(H5Fcreate(tmp.path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), what));
+    const hid_t f = file.id();
+
+    h5::write_attr(f, "magic", std::string(MAGIC), what);
+    h5::write_attr(f, "format_version", FORMAT_VERSION, what);
+    h5::write_attr(f, "hpctrain_version", c.hpctrain_version, what);
+    h5::write_attr(f, "created_unix", c.created_unix, what);
+    for (auto [k, v] : root_integers(c)) h5::write_attr(f, k, *v, what);
+    h5::write_attr(f, "config", c.config_ini, what);
+
+    {
+      H5Handle model = h5::create_group(f, "model", what);
+      h5::write_attr(model.id(), "spec", c.spec, what);
+      h5::write_attr(model.id(), "input_shape", c.input_shape.dims(), what);
+      h5::write_attr(model.id(), "num_params", c.num_params(), what);
+    }
+    h5::write_tensor(f, "params_flat", c.params, c.params.shape(), what);
+    write_named(f, "buffers", c.buffers, what);
+    if (crash_midway) {
+      // Test hook: die the hardest way with half a file on disk.
+      H5Fflush(f, H5F_SCOPE_GLOBAL);
+      std::fprintf(stderr, "hpctrain: HPCTRAIN_TEST_CRASH_IN_CKPT: killing myself while writing %s\n",
+                   tmp.path().c_str());
+      ::kill(::getpid(), SIGKILL);
+    }
+    for (const ParamEntry& p : c.param_entries)
+      h5::write_tensor(f, "params/" + p.name, c.params.slice(p.offset, p.shape), p.shape, what);
+
+    {
+      H5Handle opt = h5::create_group(f, "optimizer", what);
+      h5::write_attr(opt.id(), "name", c.optimizer, what);
+      h5::write_attr(opt.id(), "steps_taken", c.optimizer_steps, what);
+    }
+    write_named(f, "optimizer", c.optimizer_state, what);
+    {
+      H5Handle rng = h5::create_group(f, "rng", what);
+      h5::write_attr_u64(rng.id(), "seed", c.seed, what);
+      h5::write_attr(rng.id(), "sampler_epoch", c.sampler_epoch, what);
+      h5::write_attr(rng.id(), "sampler_batch", c.sampler_batch, what);
+      h5::write_attr(rng.id(), "dropout_step", c.dropout_step, what);
+    }
+    Tensor window(Shape{static_cast<int64_t>(c.log_window.size()), 4}, DType::F64);
+    for (size_t r = 0; r < c.log_window.size(); ++r) {
+      const LogWindow& w = c.log_window[r];
+      double* row = window.data<double>() + 4 * r;
+      row[0] = w.loss_sum, row[1] = w.count, row[2] = w.correct, row[3] = w.steps;
+    }
+    h5::write_tensor(f, "log_window", window, window.shape(), what);
+    h5::write_attr(f, "checksum", static_cast<int64_t>(content_checksum(c)), what);
+    if (file.close() < 0) data::throw_h5_error(what);
+  }
+  if (!sync_path(tmp.path(), O_RDONLY))
+    throw UserError("cannot sync checkpoint " + tmp.path() + " to disk (" + std::strerror(errno) + ")");
+  if (std::rename(tmp.path().c_str(), path.c_str()) != 0)
+    throw UserError("cannot rename " + tmp.path() + " to " + path + " (" + std::strerror(errno) + ")");
+  tmp.commit();
+  const fs::path dir = fs::path(path).parent_path();
+  if (!sync_path(dir.empty() ? "." : dir.string(), O_RDONLY | O_DIRECTORY))
+    std::fprintf(stderr, "hpctrain: warning: cannot sync directory of %s (%s); the file is complete\n",
+                 path.c_str(), std::strerror(errno));
+}
+
+}  // namespace hpc::ckpt

@@ -1,0 +1,268 @@
+// Trainer: resume, checkpoints and early stops (the rest is trainer.cpp).
+//
+// Collectives here are called by every rank in the same order: the stop vote
+// after every step, the window-sum allgather and status broadcast of every
+// save, the broadcasts of a resume. Only rank 0 touches files, so a shared
+// filesystem sees one writer and one reader, and the other ranks get the
+// state by one broadcast per flat buffer. Host scalars go over
+// ctx_.host_comm(); model and optimizer buffers over comm_, which reaches
+// them on their device.
+#include <signal.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <thread>
+
+#include "ckpt/store.h"
+#include "ckpt/validate.h"
+#include "core/error.h"
+#include "train/trainer.h"
+
+#ifndef HPCTRAIN_VERSION
+#define HPCTRAIN_VERSION "0.0.0"
+#endif
+#ifndef HPCTRAIN_COMMIT
+#define HPCTRAIN_COMMIT "unknown"
+#endif
+
+namespace hpc::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::string format_bytes(double b) {
+  char buf[32];
+  if (b >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
+  else if (b >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f kB", b / 1e3);
+  return buf;
+}
+
+}  // namespace
+
+void Trainer::print_checkpoint_policy() {
+  if (!ctx_.is_root()) return;
+  std::string when;
+  if (cfg_.ckpt.every_steps > 0) when += "every " + std::to_string(cfg_.ckpt.every_steps) + " steps, ";
+  if (cfg_.ckpt.every_minutes > 0) when += "every " + format_duration(60 * cfg_.ckpt.every_minutes) + ", ";
+  std::printf("checkpoints: %s/ckpt-STEP.h5 %son SIGUSR1/SIGTERM (then exit 75) and at the end; %d kept\n",
+              cfg_.run_dir.c_str(), when.c_str(), cfg_.ckpt.keep);
+  if (deadline_.active())
+    std::printf(
+        "deadline: %s, %s from now: stops with a checkpoint (exit 75) when the next step would not fit\n",
+        deadline_.source().c_str(), format_duration(deadline_.seconds_left(Clock::now())).c_str());
+  std::fflush(stdout);
+}
+
+void Trainer::load_resume_checkpoint() {
+  if (!ctx_.is_root() || cfg_.resume.empty()) return;
+  std::vector<std::string> log;
+  resume_ = ckpt::locate_resume(cfg_.resume, cfg_.run_dir, log);
+  for (const std::string& line : log) std::fprintf(stderr, "hpctrain: warning: %s\n", line.c_str());
+  if (!resume_) {
+    std::printf("resume: no checkpoint in %s: starting at step 0\n", cfg_.run_dir.c_str());
+    return;
+  }
+  ckpt::RunLayout run = ckpt::layout_of(*model_, *optimizer_, cfg_.optim.name);
+  run.world_size = ctx_.world();
+  run.batch_size = micro_batch_;
+  run.accum_steps = cfg_.train.accum_steps;
+  run.global_batch = global_batch_;
+  run.train_samples = train_->info().size;
+  run.steps_per_epoch = steps_per_epoch_;
+  run.seed = cfg_.train.seed;
+  run.allow_reshard = cfg_.ckpt.allow_reshard;
+  for (const std::string& note : ckpt::check_resumable(resume_->checkpoint, resume_->path, run))
+    std::printf("resume: note: %s\n", note.c_str());
+}
+
+void Trainer::apply_resume_checkpoint() {
+  // found, step to continue at, optimizer steps taken
+  double head[3] = {0, 0, 0};
+  if (resume_) {
+    const ckpt::Checkpoint& c = resume_->checkpoint;
+    ckpt::RunLayout run;
+    run.global_batch = global_batch_;
+    run.steps_per_epoch = steps_per_epoch_;
+    head[0] = 1;
+    head[1] = static_cast<double>(ckpt::resume_step(c, run));
+    head[2] = static_cast<double>(c.optimizer_steps);
+    ckpt::restore(c, precision_->optimizer_params(), *model_, *optimizer_);
+  }
+  dist::Communicator& host = ctx_.host_comm();
+  host.broadcast(Tensor::borrow(head, Shape{3}, DType::F64), 0);
+  if (head[0] == 0) return;
+  // The full-precision parameters (a 16-bit model's master weights), then the
+  // model's own copy of them from those on every rank.
+  comm_.broadcast(precision_->optimizer_params(), 0);
+  for (auto& [name, t] : model_->buffers()) comm_.broadcast(t, 0);
+  for (auto& [name, t] : optimizer_->state()) comm_.broadcast(t, 0);
+  precision_->publish();
+
+  // The open logging window: each rank its own sums when the world size is
+  // unchanged (bit-exact step table), else all of them on rank 0.
+  const int world = ctx_.world();
+  Tensor window(Shape{4 * static_cast<int64_t>(world)}, DType::F64);
+  if (resume_) {
+    const auto& saved = resume_->checkpoint.log_window;
+    double* w = window.data<double>();
+    for (size_t r = 0; r < saved.size(); ++r) {
+      const size_t row = saved.size() == static_cast<size_t>(world) ? r : 0;
+      w[4 * row] += saved[r].loss_sum, w[4 * row + 1] += saved[r].count, w[4 * row + 2] += saved[r].correct;
+      w[4 * row + 3] = std::max(w[4 * row + 3], saved[r].steps);
+    }
+  }
+  host.broadcast(window, 0);
+  const double* mine = window.data<double>() + 4 * ctx_.rank();
+  win_loss_ = mine[0], win_count_ = mine[1], win_correct_ = mine[2];
+  win_steps_ = static_cast<int64_t>(mine[3]);
+
+  step_ = static_cast<int64_t>(head[1]);
+  optimizer_->set_steps_taken(static_cast<int64_t>(head[2]));
+  last_ckpt_step_ = step_;
+  progress_ =
+      std::make_unique<Progress>(cfg_.log.progress, total_steps_, step_, ctx_.is_root(), ctx_.world());
+  if (resume_) {
+    const ckpt::Checkpoint& c = resume_->checkpoint;
+    std::printf("resumed from %s: step %" PRId64 " of %" PRId64 " (epoch %" PRId64 "), saved at step %" PRId64
+                " on %" PRId64 " rank(s) by hpctrain %s\n",
+                resume_->path.c_str(), step_, total_steps_, step_ / steps_per_epoch_, c.step, c.world_size,
+                c.hpctrain_version.c_str());
+    std::fflush(stdout);
+    resume_.reset();
+  }
+}
+
+bool Trainer::checkpoint_or_stop() {
+  const Clock::time_point now = Clock::now();
+  const bool ended_epoch = step_ % steps_per_epoch_ == 0 || step_ == total_steps_;
+  deadline_.add_interval(seconds_between(last_boundary_, now), ended_epoch && val_);
+  if (hooks_.stop_at_step == step_ && hooks_.stop_rank == ctx_.rank()) ::raise(SIGUSR1);
+  if (hooks_.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(hooks_.step_delay_ms));
+
+  // The vote, one allreduce(sum) for all (small integers: exact in double):
+  // per stop signal how many ranks got it and the sum of their ranks (which
+  // names the rank when only one did), the deadline, a ckpt.every_minutes
+  // checkpoint (> 0: some rank says so).
+  const int64_t next = step_ + 1;
+  const bool next_has_eval = val_ && (next % steps_per_epoch_ == 0 || next == total_steps_);
+  const int signo = signals_.received();
+  const double minutes = cfg_.ckpt.every_minutes;
+  const double rank = ctx_.rank();
+  double vote[6] = {signo == SIGUSR1 ? 1.0 : 0.0,
+                    signo == SIGUSR1 ? rank : 0.0,
+                    signo == SIGTERM ? 1.0 : 0.0,
+                    signo == SIGTERM ? rank : 0.0,
+                    deadline_.next_would_pass(next_has_eval, now) ? 1.0 : 0.0,
+                    minutes > 0 && seconds_between(last_ckpt_time_, now) >= 60 * minutes ? 1.0 : 0.0};
+  ctx_.host_comm().allreduce(Tensor::borrow(vote, Shape{6}, DType::F64), dist::ReduceOp::Sum);
+
+  // A stop at the last step is just the end of training (exit 0, final checkpoint).
+  if ((vote[0] > 0 || vote[2] > 0 || vote[4] > 0) && step_ < total_steps_) {
+    std::string why;
+    for (int i : {0, 2}) {
+      const int count = static_cast<int>(vote[i]), world = ctx_.world();
+      if (count == 0) continue;
+      why += (why.empty() ? "" : ", ") + StopSignals::name(i == 0 ? SIGUSR1 : SIGTERM) + " on " +
+             (count == 1       ? "rank " + std::to_string(static_cast<int>(vote[i + 1]))
+              : count == world ? "all " + std::to_string(world) + " ranks"
+                               : std::to_string(count) + " of " + std::to_string(world) + " ranks");
+    }
+    if (why.empty()) {
+      char left[48];
+      std::snprintf(left, sizeof left, ", %.1f s left", deadline_.seconds_left(now));
+      why = "deadline: " + deadline_.source() + left;
+    }
+    if (ctx_.is_root()) progress_->line("stop requested (" + why + ") after step " + std::to_string(step_));
+    const bool saved = step_ == last_ckpt_step_ || save_checkpoint(why);
+    if (ctx_.is_root())
+      progress_->line(
+          saved ? "stopped after step " + std::to_string(step_) + " on all " + std::to_string(ctx_.world()) +
+                      " rank(s), checkpoint written: exit 75 (requeue)"
+                : "stopped after step " + std::to_string(step_) + " but the checkpoint could not be written");
+    exit_code_ = saved ? EXIT_REQUEUE : EXIT_BAD_INPUT;
+    return true;
+  }
+  const bool every_steps = cfg_.ckpt.every_steps > 0 && step_ % cfg_.ckpt.every_steps == 0;
+  if ((every_steps || vote[5] > 0) && step_ < total_steps_ && step_ != last_ckpt_step_)
+    save_checkpoint(every_steps ? "every " + std::to_string(cfg_.ckpt.every_steps) + " steps"
+                                : "every " + format_duration(60 * minutes));
+  last_boundary_ = Clock::now();  // a save is not part of the next step's time
+  return false;
+}
+
+bool Trainer::save_checkpoint(const std::string& why) {
+  const Clock::time_point t0 = Clock::now();
+  const int world = ctx_.world();
+  // Every rank's open logging window, and its step: they must all be equal here.
+  double mine[5] = {win_loss_, win_count_, win_correct_, static_cast<double>(win_steps_),
+                    static_cast<double>(step_)};
+  Tensor all(Shape{5 * static_cast<int64_t>(world)}, DType::F64);
+  ctx_.host_comm().allgather(Tensor::borrow(mine, Shape{5}, DType::F64), all);
+
+  double status[2] = {1, 0};  // written, seconds
+  if (ctx_.is_root()) {
+    const double* g = all.data<double>();
+    ckpt::Checkpoint c;
+    for (int r = 0; r < world; ++r) {
+      HPC_ASSERT(g[5 * r + 4] == static_cast<double>(step_), "ranks are at different steps at a checkpoint");
+      c.log_window.push_back({g[5 * r], g[5 * r + 1], g[5 * r + 2], g[5 * r + 3]});
+    }
+    c.step = step_;
+    c.epoch = step_ / steps_per_epoch_;
+    c.step_in_epoch = step_ % steps_per_epoch_;
+    c.consumed_samples = step_ * global_batch_;
+    c.total_steps = total_steps_;
+    c.world_size = world;
+    c.batch_size = micro_batch_;
+    c.accum_steps = cfg_.train.accum_steps;
+    c.global_batch = global_batch_;
+    c.train_samples = train_->info().size;
+    c.seed = cfg_.train.seed;
+    c.sampler_epoch = c.epoch;
+    c.sampler_batch = c.step_in_epoch;
+    c.dropout_step = step_ * cfg_.train.accum_steps;
+    c.config_ini = to_ini(cfg_);
+    c.hpctrain_version = std::string(HPCTRAIN_VERSION) + " (" + HPCTRAIN_COMMIT + ")";
+    c.created_unix = static_cast<int64_t>(std::time(nullptr));
+    ckpt::capture(precision_->optimizer_params(), *model_, *optimizer_, c);
+    c.optimizer = cfg_.optim.name;
+    const std::string path = ckpt::checkpoint_path(cfg_.run_dir, step_);
+    try {
+      ++ckpt_writes_;
+      ckpt::write_checkpoint(path, c, hooks_.crash_in_ckpt == ckpt_writes_);
+      for (const std::string& line : ckpt::prune(cfg_.run_dir, step_, cfg_.ckpt.keep))
+        progress_->line("checkpoint: " + line);
+      status[1] = seconds_between(t0, Clock::now());
+      std::error_code ec;
+      const double bytes = static_cast<double>(std::filesystem::file_size(path, ec));
+      char took[32];
+      std::snprintf(took, sizeof took, "%.2f s", status[1]);
+      progress_->line("checkpoint: " + path + " (step " + std::to_string(step_) + ", " + why + ", " +
+                      format_bytes(bytes) + ", " + took + ")");
+    } catch (const std::exception& e) {
+      status[0] = 0;
+      std::fprintf(stderr, "hpctrain: warning: the checkpoint at step %" PRId64 " was not written: %s\n",
+                   step_, e.what());
+    }
+  }
+  ctx_.host_comm().broadcast(Tensor::borrow(status, Shape{2}, DType::F64), 0);
+  if (status[0] == 0) return false;
+  last_ckpt_step_ = step_;
+  last_ckpt_time_ = Clock::now();
+  deadline_.set_save_seconds(status[1]);
+  return true;
+}
+
+}  // namespace hpc::train
