@@ -1,8 +1,9 @@
-// Device dispatch for the core ops. The CUDA backend adds its branches here
-// when it lands; until then a CUDA tensor reaching an op is a clear error.
+// Device dispatch for the core ops: CUDA tensors go to backend/cuda (the
+// stubs of backend/nocuda in a CPU-only build), the rest to backend/cpu.
 #include "backend/ops_core.h"
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/cuda_ops.h"
 #include "backend/dispatch.h"
 
 namespace hpc::backend {
@@ -12,48 +13,49 @@ void unsupported_device(const char* op, const Tensor& t) {
               std::string(op) + " is not implemented for " + device_name(t.device()) + " tensors");
 }
 
-#define HPC_CPU_ONLY(op, t) \
-  if (!on_cpu(t)) unsupported_device(op, t)
-
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
           const Tensor& b, double beta, const Tensor& c) {
-  HPC_CPU_ONLY("gemm", c);
+  if (!on_cpu(c)) return cuda::gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
   cpu::gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
 }
 void fill(const Tensor& t, double v) {
-  HPC_CPU_ONLY("fill", t);
+  if (!on_cpu(t)) return cuda::fill(t, v);
   cpu::fill(t, v);
 }
 void copy(const Tensor& src, const Tensor& dst) {
-  HPC_CPU_ONLY("copy", dst);
+  if (!on_cpu(src) || !on_cpu(dst)) return cuda::copy(src, dst);
+  cpu::copy(src, dst);
+}
+void copy_async(const Tensor& src, const Tensor& dst) {
+  if (!on_cpu(dst)) return cuda::copy_async(src, dst);
   cpu::copy(src, dst);
 }
 void convert(const Tensor& src, const Tensor& dst) {
-  HPC_CPU_ONLY("convert", dst);
+  if (!on_cpu(src) || !on_cpu(dst)) return cuda::convert(src, dst);
   cpu::convert(src, dst);
 }
 void axpy(double alpha, const Tensor& x, const Tensor& y) {
-  HPC_CPU_ONLY("axpy", y);
+  if (!on_cpu(y)) return cuda::axpy(alpha, x, y);
   cpu::axpy(alpha, x, y);
 }
 void scale(const Tensor& x, double alpha) {
-  HPC_CPU_ONLY("scale", x);
+  if (!on_cpu(x)) return cuda::scale(x, alpha);
   cpu::scale(x, alpha);
 }
 double sum_squares(const Tensor& x) {
-  HPC_CPU_ONLY("sum_squares", x);
+  if (!on_cpu(x)) return cuda::sum_squares(x);
   return cpu::sum_squares(x);
 }
 double sum(const Tensor& x) {
-  HPC_CPU_ONLY("sum", x);
+  if (!on_cpu(x)) return cuda::sum(x);
   return cpu::sum(x);
 }
 void add_bias(const Tensor& y, const Tensor& bias, int64_t channels, int64_t spatial) {
-  HPC_CPU_ONLY("add_bias", y);
+  if (!on_cpu(y)) return cuda::add_bias(y, bias, channels, spatial);
   cpu::add_bias(y, bias, channels, spatial);
 }
 void bias_grad(const Tensor& dy, const Tensor& dbias, int64_t channels, int64_t spatial) {
-  HPC_CPU_ONLY("bias_grad", dy);
+  if (!on_cpu(dy)) return cuda::bias_grad(dy, dbias, channels, spatial);
   cpu::bias_grad(dy, dbias, channels, spatial);
 }
 

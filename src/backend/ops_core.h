@@ -18,7 +18,13 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
 void fill(const Tensor& t, double value);
 // dst = src (same count and dtype; host↔device copies are explicit here).
 void copy(const Tensor& src, const Tensor& dst);
-// Converts between float dtypes (and from U8/I32 to float) element by element.
+// dst (on the GPU) = src (host memory, ideally pinned), queued on the copy
+// stream so that it overlaps the GPU's compute; later ops wait for it. The
+// caller returns at once and must leave src unchanged until the next op that
+// returns a value to the host. With both tensors on the CPU: copy().
+void copy_async(const Tensor& src, const Tensor& dst);
+// Converts between float dtypes (and from U8/I32 to float) element by element
+// (on the GPU also to and from bfloat16 and float16; both tensors on one device).
 void convert(const Tensor& src, const Tensor& dst);
 // y += alpha · x
 void axpy(double alpha, const Tensor& x, const Tensor& y);

@@ -11,5 +11,13 @@ std::string cuda_versions() { return "CUDA not built"; }
 
 void* device_alloc(size_t) { throw UserError("this hpctrain was built without CUDA: use --train.device cpu"); }
 void device_free(void*) {}
+DeviceMemoryStats device_memory_stats() { return {}; }
+void reset_device_memory_peak() {}
+void cuda_set_device(int) { throw UserError("this hpctrain was built without CUDA: use --train.device cpu"); }
+void device_synchronize() {}
+void* cuda_compute_stream() { return nullptr; }
+
+void* pinned_alloc(size_t) { return nullptr; }
+void pinned_free(void*) {}
 
 }  // namespace hpc::backend

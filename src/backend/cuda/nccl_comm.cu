@@ -1,0 +1,432 @@
+// NcclComm: the Communicator over NCCL for device buffers (see backend/nccl_comm.h).
+//
+// Host code only (no kernels): compiled by nvcc because it belongs to the
+// CUDA build. Threads: the main thread enqueues and waits; the watchdog
+// thread only queries (ncclCommGetAsyncError, cudaEventQuery) and, on a
+// failure, aborts — both are safe to call concurrently with the main thread,
+// and ncclCommAbort is NCCL's documented way to unblock it.
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <shared_mutex>
+#include <thread>
+#include <vector>
+
+#include "backend/cuda/check.h"
+#include "backend/cuda/context.h"
+#include "backend/nccl_comm.h"
+#include "core/error.h"
+
+namespace hpc::backend {
+
+namespace {
+
+using dist::CollOp;
+
+constexpr auto WATCHDOG_PERIOD = std::chrono::milliseconds(100);
+
+double now_s() { return dist::monotonic_seconds(); }
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::F32:
+      return ncclFloat32;
+    case DType::F64:
+      return ncclFloat64;
+    case DType::F16:
+      return ncclFloat16;
+    case DType::BF16:
+      return ncclBfloat16;
+    case DType::I32:
+      return ncclInt32;
+    case DType::U8:
+      return ncclUint8;
+    default:
+      break;
+  }
+  throw Error(EXIT_INTERNAL, std::string("NCCL: no type for ") + dtype_name(t));
+}
+
+ncclRedOp_t nccl_op(dist::ReduceOp op) {
+  switch (op) {
+    case dist::ReduceOp::Avg:
+      return ncclAvg;  // one division inside NCCL: exact, same bits on every rank
+    case dist::ReduceOp::Max:
+      return ncclMax;
+    default:
+      return ncclSum;
+  }
+}
+
+void check_device(const Tensor& t, const char* what) {
+  if (t.device() != Device::CUDA)
+    throw Error(EXIT_INTERNAL, std::string("NcclComm::") + what + ": the buffer is not on the GPU");
+}
+
+// One enqueued collective (or group): its number, when it was enqueued, and the event that marks its end.
+struct Pending {
+  uint64_t seq = 0;
+  CollOp op = CollOp::None;
+  double enqueued = 0;
+  cudaEvent_t done = nullptr;
+  std::atomic<bool> complete{false};
+  ~Pending() {
+    if (done != nullptr) cudaEventDestroy(done);
+  }
+};
+
+class NcclComm;
+
+class NcclRequest final : public dist::Request {
+ public:
+  NcclRequest(NcclComm& comm, std::shared_ptr<Pending> p) : comm_(comm), p_(std::move(p)) {}
+  void wait() override;
+  bool test() override;
+
+ private:
+  NcclComm& comm_;
+  std::shared_ptr<Pending> p_;
+};
+
+class NcclComm final : public dist::Communicator {
+ public:
+  explicit NcclComm(const NcclSetup& s);
+  ~NcclComm() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string name() const override { return "nccl"; }
+
+  void allreduce(const Tensor& buf, dist::ReduceOp op) override { allreduce_async(buf, op)->wait(); }
+  std::unique_ptr<dist::Request> allreduce_async(const Tensor& buf, dist::ReduceOp op) override {
+    return std::move(allreduce_group({buf}, op)[0]);
+  }
+  std::vector<std::unique_ptr<dist::Request>> allreduce_group(const std::vector<Tensor>& bufs,
+                                                              dist::ReduceOp op) override;
+  void broadcast(const Tensor& buf, int root) override;
+  void allgather(const Tensor& send, const Tensor& recv) override;
+  void barrier() override;
+
+  void wait(Pending& p);
+  bool test(Pending& p);
+
+ private:
+  uint64_t next_seq() { return hb_ != nullptr ? hb_->start() : ++local_seq_; }
+  void order_after_compute();
+  std::shared_ptr<Pending> enqueue_end(uint64_t seq, CollOp op);
+  void settle(ncclResult_t r, uint64_t seq, CollOp op, const char* call);
+  void check_async(uint64_t seq, CollOp op);
+  // comm_ is used under a shared lock; fatal() aborts and frees it under the exclusive lock.
+  template <typename F>
+  ncclResult_t with_comm(F&& f) {
+    std::shared_lock<std::shared_mutex> lock(comm_mu_);
+    return comm_ != nullptr ? f(comm_) : ncclInvalidUsage;
+  }
+  ncclResult_t async_error();
+  std::string last_error();
+  [[noreturn]] void fatal(uint64_t seq, CollOp op, const std::string& reason);
+  void watchdog();
+
+  int rank_, size_, device_;
+  double timeout_s_;
+  dist::Heartbeat* hb_;
+  std::function<void(uint64_t, CollOp, const std::string&)> on_fatal_;
+  cudaStream_t compute_ = nullptr;
+  std::shared_mutex comm_mu_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // the comm stream: owned by the backend context (or the caller)
+  cudaEvent_t ready_ = nullptr;    // "the compute stream got this far": the NCCL stream waits on it
+  int32_t* one_ = nullptr;         // a device word for barrier()
+  uint64_t local_seq_ = 0;
+
+  std::mutex mu_;  // guards in_flight_
+  std::deque<std::shared_ptr<Pending>> in_flight_;
+  std::atomic<bool> failing_{false};
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+void NcclRequest::wait() { comm_.wait(*p_); }
+bool NcclRequest::test() { return comm_.test(*p_); }
+
+NcclComm::NcclComm(const NcclSetup& s)
+    : rank_(s.rank),
+      size_(s.world),
+      device_(s.device),
+      timeout_s_(s.timeout_s),
+      hb_(s.hb),
+      on_fatal_(s.on_fatal) {
+  HPC_ASSERT(s.host != nullptr && s.on_fatal, "NcclSetup: host communicator and on_fatal");
+  cudaCheck(cudaSetDevice(device_));
+  compute_ = s.compute_stream != nullptr ? static_cast<cudaStream_t>(s.compute_stream)
+                                         : cuda::Context::get().compute();
+  stream_ = s.comm_stream != nullptr ? static_cast<cudaStream_t>(s.comm_stream) : cuda::Context::get().comm();
+  ncclUniqueId id{};
+  if (rank_ == 0) {
+    ncclResult_t r = ncclGetUniqueId(&id);
+    if (r != ncclSuccess)
+      throw UserError(std::string("NCCL: ncclGetUniqueId failed: ") + ncclGetErrorString(r));
+  }
+  s.host->broadcast(Tensor::borrow(&id, Shape{static_cast<int64_t>(sizeof id)}, DType::U8), 0);
+
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // no NCCL call may block: every one is polled against the deadline
+  ncclResult_t r = ncclCommInitRankConfig(&comm_, size_, id, rank_, &config);
+  const double deadline = now_s() + timeout_s_;
+  while (r == ncclInProgress) {
+    if (now_s() > deadline) {
+      ncclCommAbort(comm_);
+      throw PeerError("NCCL initialisation did not complete within " +
+                      std::to_string(static_cast<int>(timeout_s_)) +
+                      " s (dist.timeout): a rank did not join (NCCL_DEBUG=INFO shows why)");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ncclCommGetAsyncError(comm_, &r);
+  }
+  if (r != ncclSuccess) {
+    std::string why =
+        std::string(ncclGetErrorString(r)) + (comm_ ? std::string(": ") + ncclGetLastError(comm_) : "");
+    if (comm_) ncclCommAbort(comm_);
+    throw UserError("NCCL initialisation failed on rank " + std::to_string(rank_) + ": " + why +
+                    " (NCCL_DEBUG=INFO shows the details)");
+  }
+  cudaCheck(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+  cudaCheck(cudaMalloc(&one_, sizeof(int32_t)));
+  thread_ = std::thread([this] { watchdog(); });
+}
+
+NcclComm::~NcclComm() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  in_flight_.clear();
+  if (comm_ != nullptr && !failing_) {
+    // Finalize flushes outstanding work; non-blocking, so poll it (bounded).
+    ncclResult_t r = ncclCommFinalize(comm_);
+    const double deadline = now_s() + timeout_s_;
+    while (r == ncclInProgress && now_s() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ncclCommGetAsyncError(comm_, &r);
+    }
+    if (r == ncclSuccess)
+      ncclCommDestroy(comm_);
+    else
+      ncclCommAbort(comm_);
+  }
+  if (one_ != nullptr) cudaFree(one_);
+  if (ready_ != nullptr) cudaEventDestroy(ready_);
+}
+
+void NcclComm::order_after_compute() {
+  cudaCheck(cudaEventRecord(ready_, compute_));
+  cudaCheck(cudaStreamWaitEvent(stream_, ready_, 0));
+}
+
+std::shared_ptr<Pending> NcclComm::enqueue_end(uint64_t seq, CollOp op) {
+  auto p = std::make_shared<Pending>();
+  p->seq = seq;
+  p->op = op;
+  p->enqueued = now_s();
+  cudaCheck(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming));
+  cudaCheck(cudaEventRecord(p->done, stream_));
+  std::lock_guard<std::mutex> lock(mu_);
+  in_flight_.push_back(p);
+  return p;
+}
+
+// A non-blocking communicator may answer ncclInProgress: the call is then still being
+// set up, and the next NCCL call must wait until the state leaves ncclInProgress.
+void NcclComm::settle(ncclResult_t r, uint64_t seq, CollOp op, const char* call) {
+  const double deadline = now_s() + timeout_s_;
+  while (r == ncclInProgress) {
+    if (now_s() > deadline)
+      fatal(seq, op,
+            std::string(call) + " did not return within " + std::to_string(static_cast<int>(timeout_s_)) +
+                " s (dist.timeout)");
+    std::this_thread::yield();
+    r = async_error();
+  }
+  if (r != ncclSuccess)
+    fatal(seq, op, std::string(call) + " failed: " + ncclGetErrorString(r) + ": " + last_error());
+}
+
+ncclResult_t NcclComm::async_error() {
+  ncclResult_t state = ncclSuccess;
+  ncclResult_t r = with_comm([&](ncclComm_t c) { return ncclCommGetAsyncError(c, &state); });
+  return r != ncclSuccess ? r : state;
+}
+
+std::string NcclComm::last_error() {
+  std::string text;
+  with_comm([&](ncclComm_t c) {
+    text = ncclGetLastError(c);
+    return ncclSuccess;
+  });
+  return text;
+}
+
+void NcclComm::check_async(uint64_t seq, CollOp op) {
+  ncclResult_t r = async_error();
+  if (r != ncclSuccess && r != ncclInProgress)
+    fatal(seq, op, std::string("NCCL reported ") + ncclGetErrorString(r) + ": " + last_error());
+}
+
+void NcclComm::fatal(uint64_t seq, CollOp op, const std::string& reason) {
+  if (!failing_.exchange(true)) {
+    {
+      std::unique_lock<std::shared_mutex> lock(comm_mu_);
+      ncclCommAbort(comm_);  // unblocks anything waiting on NCCL; the job is ending
+      comm_ = nullptr;
+    }
+    on_fatal_(seq, op, reason);
+  }
+  // Another thread is reporting and will end the process.
+  for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+std::vector<std::unique_ptr<dist::Request>> NcclComm::allreduce_group(const std::vector<Tensor>& bufs,
+                                                                      dist::ReduceOp op) {
+  std::vector<std::unique_ptr<dist::Request>> out;
+  if (bufs.empty()) return out;
+  std::vector<uint64_t> seqs;
+  for (const Tensor& b : bufs) {
+    check_device(b, "allreduce");
+    seqs.push_back(next_seq());
+  }
+  order_after_compute();
+  // The group is enqueued under one lock; errors are dealt with after it is closed.
+  ncclResult_t first_error = ncclSuccess, end = ncclSuccess;
+  with_comm([&](ncclComm_t c) {
+    ncclGroupStart();
+    for (const Tensor& b : bufs) {
+      ncclResult_t r = ncclAllReduce(b.raw(), b.raw(), static_cast<size_t>(b.count()), nccl_type(b.dtype()),
+                                     nccl_op(op), c, stream_);
+      if (r != ncclSuccess && r != ncclInProgress && first_error == ncclSuccess) first_error = r;
+    }
+    end = ncclGroupEnd();
+    return ncclSuccess;
+  });
+  if (first_error != ncclSuccess) settle(first_error, seqs.front(), CollOp::Allreduce, "ncclAllReduce");
+  settle(end, seqs.front(), CollOp::Allreduce, "ncclGroupEnd");
+  // One event ends the whole group; the first collective's number identifies it in reports.
+  std::shared_ptr<Pending> p = enqueue_end(seqs.front(), CollOp::Allreduce);
+  for (size_t i = 0; i < bufs.size(); ++i) out.push_back(std::make_unique<NcclRequest>(*this, p));
+  return out;
+}
+
+void NcclComm::broadcast(const Tensor& buf, int root) {
+  check_device(buf, "broadcast");
+  const uint64_t seq = next_seq();
+  order_after_compute();
+  settle(with_comm([&](ncclComm_t c) {
+           return ncclBroadcast(buf.raw(), buf.raw(), static_cast<size_t>(buf.count()),
+                                nccl_type(buf.dtype()), root, c, stream_);
+         }),
+         seq, CollOp::Broadcast, "ncclBroadcast");
+  wait(*enqueue_end(seq, CollOp::Broadcast));
+}
+
+void NcclComm::allgather(const Tensor& send, const Tensor& recv) {
+  check_device(send, "allgather");
+  check_device(recv, "allgather");
+  HPC_ASSERT(recv.count() == send.count() * size_ && recv.dtype() == send.dtype(),
+             "allgather: receive buffer");
+  const uint64_t seq = next_seq();
+  order_after_compute();
+  settle(with_comm([&](ncclComm_t c) {
+           return ncclAllGather(send.raw(), recv.raw(), static_cast<size_t>(send.count()),
+                                nccl_type(send.dtype()), c, stream_);
+         }),
+         seq, CollOp::Allgather, "ncclAllGather");
+  wait(*enqueue_end(seq, CollOp::Allgather));
+}
+
+void NcclComm::barrier() {
+  const uint64_t seq = next_seq();
+  // A one-word Max (the word never changes): every rank has joined once it completes.
+  settle(
+      with_comm([&](ncclComm_t c) { return ncclAllReduce(one_, one_, 1, ncclInt32, ncclMax, c, stream_); }),
+      seq, CollOp::Barrier, "ncclAllReduce");
+  wait(*enqueue_end(seq, CollOp::Barrier));
+}
+
+bool NcclComm::test(Pending& p) {
+  if (p.complete) return true;
+  cudaError_t e = cudaEventQuery(p.done);
+  if (e == cudaSuccess) {
+    p.complete = true;
+    return true;
+  }
+  if (e != cudaErrorNotReady)
+    fatal(p.seq, p.op, std::string("CUDA error while waiting: ") + cudaGetErrorString(e));
+  check_async(p.seq, p.op);
+  return false;
+}
+
+void NcclComm::wait(Pending& p) {
+  if (test(p)) return;
+  if (hb_ != nullptr) hb_->wait_begin(p.seq, p.op);
+  for (int spins = 0; !test(p); ++spins) {
+    if (now_s() - p.enqueued > timeout_s_)
+      fatal(p.seq, p.op,
+            "did not complete within " + std::to_string(static_cast<int>(timeout_s_)) + " s (dist.timeout)");
+    if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
+  if (hb_ != nullptr) hb_->wait_end();
+}
+
+void NcclComm::watchdog() {
+  cudaSetDevice(device_);
+  std::unique_lock<std::mutex> stop_lock(stop_mu_);
+  while (!stop_cv_.wait_for(stop_lock, WATCHDOG_PERIOD, [this] { return stop_; })) {
+    stop_lock.unlock();
+    std::shared_ptr<Pending> oldest;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      while (!in_flight_.empty() &&
+             (in_flight_.front()->complete || cudaEventQuery(in_flight_.front()->done) == cudaSuccess)) {
+        in_flight_.front()->complete = true;
+        in_flight_.pop_front();
+      }
+      if (!in_flight_.empty()) oldest = in_flight_.front();
+    }
+    if (!failing_) {
+      ncclResult_t r = async_error();
+      if (r != ncclSuccess && r != ncclInProgress)
+        fatal(oldest ? oldest->seq : 0, oldest ? oldest->op : CollOp::None,
+              std::string("NCCL reported ") + ncclGetErrorString(r) + ": " + last_error());
+      if (oldest && now_s() - oldest->enqueued > timeout_s_)
+        fatal(
+            oldest->seq, oldest->op,
+            "did not complete within " + std::to_string(static_cast<int>(timeout_s_)) + " s (dist.timeout)");
+    }
+    stop_lock.lock();
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<dist::Communicator> make_nccl_comm(const NcclSetup& setup) {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    throw UserError(
+        "NCCL: no CUDA device is visible on this node (check CUDA_VISIBLE_DEVICES, --gpus-per-node, "
+        "and 'singularity exec --nv')");
+  }
+  return std::make_unique<NcclComm>(setup);
+}
+
+}  // namespace hpc::backend

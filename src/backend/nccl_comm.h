@@ -1,0 +1,49 @@
+// NcclComm: the Communicator for device buffers, over NCCL.
+//
+// The CUDA build implements it in backend/cuda/nccl_comm.cu; the CPU-only
+// build links backend/nocuda/nccl_comm.cpp, whose factory throws "built
+// without CUDA". This header needs neither CUDA nor MPI, so dist/ can call
+// the factory in both builds.
+//
+// Bootstrap (nccl-tests style): rank 0 makes the unique id, the host
+// communicator (MPI) broadcasts it, every rank calls ncclCommInitRankConfig
+// with blocking = 0, so that no NCCL call can block forever: each one is
+// followed by polling ncclCommGetAsyncError against dist.timeout.
+// Collectives run on the backend's comm stream, after the compute stream
+// the gradients are produced on (an event orders them); buckets started
+// together go in one ncclGroupStart/End; averages use ncclAvg. A watchdog
+// thread polls ncclCommGetAsyncError and the age of the oldest collective in
+// flight; on an NCCL error or a timeout it calls ncclCommAbort (which also
+// unblocks a main thread waiting on the stream), then on_fatal, which
+// reports which rank is behind and ends the job with MPI_Abort, exit 3.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "dist/communicator.h"
+#include "dist/heartbeat.h"
+
+namespace hpc::backend {
+
+struct NcclSetup {
+  dist::Communicator* host = nullptr;  // MPI over the same ranks: carries the unique id
+  int rank = 0, world = 1;
+  int device = 0;                 // CUDA device index of this rank
+  double timeout_s = 300;         // dist.timeout, per collective
+  dist::Heartbeat* hb = nullptr;  // collective numbers for hang reports (may be null)
+  // NCCL failed or a collective timed out (NCCL already aborted): report and end the job.
+  // Called from the main thread or the watchdog thread; must not return.
+  std::function<void(uint64_t seq, dist::CollOp op, const std::string& reason)> on_fatal;
+  // cudaStream_t the buffers are written on, and the one the collectives run on;
+  // null = the CUDA backend's compute and comm streams (backend/cuda/context.h).
+  void* compute_stream = nullptr;
+  void* comm_stream = nullptr;
+};
+
+// Throws UserError when NCCL cannot be used (CPU-only build, no GPU) or initialisation fails.
+std::unique_ptr<dist::Communicator> make_nccl_comm(const NcclSetup& setup);
+
+}  // namespace hpc::backend

@@ -1,0 +1,98 @@
+// Convolution dispatch: cuDNN for CUDA tensors it takes, otherwise the
+// lowering to im2col + GEMM below (moved here unchanged from nn::Conv2d).
+//
+// Forward, per chunk of n samples:
+//   cols [C·k·k, n·P] = im2col(x)          P = Ho·Wo
+//   out  [OC, n·P]    = W [OC, C·k·k] · cols      (one GEMM for the chunk)
+//   y    [n, OC, P]   = swap(out)          (+ bias)
+// Backward: dyᵀ [OC, n·P] = swap(dy); dW += dyᵀ·colsᵀ; dcols = Wᵀ·dyᵀ; dx = col2im(dcols).
+// Batching samples into one GEMM matters for small feature maps (7×7 at the
+// end of a CNN gives P = 49: per-sample GEMMs would be far too thin). The
+// columns are recomputed in backward rather than kept: im2col is cheap next
+// to the GEMMs and this keeps the memory one chunk, not one batch.
+#include "backend/ops_conv.h"
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_ops.h"
+#include "backend/dispatch.h"
+#include "backend/ops_core.h"
+
+namespace hpc::backend {
+
+namespace {
+
+// A view of buf shaped `shape`, reallocated only when too small (steady state allocates nothing).
+Tensor reuse(Tensor& buf, const Shape& shape, DType dtype, Device device) {
+  if (!buf.defined() || buf.dtype() != dtype || buf.device() != device || buf.count() < shape.count())
+    buf = Tensor(shape, dtype, device);
+  return buf.slice(0, shape);
+}
+
+int64_t chunk_samples(const ConvGeometry& g, int64_t batch, int64_t budget) {
+  const int64_t per_sample = g.col_rows() * g.out_pixels();
+  return std::clamp<int64_t>(budget / per_sample, 1, std::max<int64_t>(batch, 1));
+}
+
+int64_t out_channels(const Tensor& weight, const ConvGeometry& g) { return weight.count() / g.col_rows(); }
+
+void lowered_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeometry& g,
+                     const Tensor& y, ConvScratch& s) {
+  const int64_t batch = x.shape()[0], pixels = g.out_pixels(), rows = g.col_rows(), oc = out_channels(weight, g);
+  const int64_t chunk = chunk_samples(g, batch, s.column_budget);
+  for (int64_t s0 = 0; s0 < batch; s0 += chunk) {
+    const int64_t n = std::min(chunk, batch - s0);
+    const Tensor ys = y.rows(s0, s0 + n);
+    const Tensor cols = reuse(s.cols, Shape{rows, n * pixels}, x.dtype(), x.device());
+    im2col(x.rows(s0, s0 + n), g, cols);
+    if (n == 1) {  // [OC, P] is already the sample's NCHW layout
+      gemm(false, false, oc, pixels, rows, 1.0, weight, cols, 0.0, ys);
+      continue;
+    }
+    const Tensor out = reuse(s.gemm_out, Shape{oc, n * pixels}, x.dtype(), x.device());
+    gemm(false, false, oc, n * pixels, rows, 1.0, weight, cols, 0.0, out);
+    swap_leading_dims(out, ys, oc, n, pixels);
+  }
+  if (bias.defined()) add_bias(y, bias, oc, pixels);
+}
+
+void lowered_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const ConvGeometry& g,
+                      const Tensor& dweight, const Tensor& dbias, const Tensor& dx, ConvScratch& s) {
+  const int64_t batch = x.shape()[0], pixels = g.out_pixels(), rows = g.col_rows(), oc = out_channels(weight, g);
+  if (dbias.defined()) bias_grad(dy, dbias, oc, pixels);
+  const int64_t chunk = chunk_samples(g, batch, s.column_budget);
+  for (int64_t s0 = 0; s0 < batch; s0 += chunk) {
+    const int64_t n = std::min(chunk, batch - s0);
+    const Tensor cols = reuse(s.cols, Shape{rows, n * pixels}, x.dtype(), x.device());
+    im2col(x.rows(s0, s0 + n), g, cols);
+    const Tensor dys = dy.rows(s0, s0 + n);
+    Tensor dyt = dys;  // [OC, n·P]; one sample is already in that layout
+    if (n > 1) {
+      dyt = reuse(s.gemm_out, Shape{oc, n * pixels}, x.dtype(), x.device());
+      swap_leading_dims(dys, dyt, n, oc, pixels);
+    }
+    gemm(false, true, oc, rows, n * pixels, 1.0, dyt, cols, 1.0, dweight);
+    if (!dx.defined()) continue;
+    gemm(true, false, rows, n * pixels, oc, 1.0, weight, dyt, 0.0, cols);  // cols ← dcols
+    col2im(cols, g, dx.rows(s0, s0 + n));
+  }
+}
+
+}  // namespace
+
+// The lowering runs on either device (its ops dispatch too): it is the CPU's
+// method, and the GPU's for tensors cuDNN does not take.
+void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeometry& g,
+                    const Tensor& y, ConvScratch& scratch) {
+  if (!on_cpu(y) && cuda::cudnn_aligned({&x, &weight, &y})) return cuda::conv2d_forward(x, weight, bias, g, y);
+  lowered_forward(x, weight, bias, g, y, scratch);
+}
+
+void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const ConvGeometry& g,
+                     const Tensor& dweight, const Tensor& dbias, const Tensor& dx, ConvScratch& scratch) {
+  if (!on_cpu(dy) && cuda::cudnn_aligned({&x, &weight, &dy, &dweight, &dx}))
+    return cuda::conv2d_backward(x, weight, dy, g, dweight, dbias, dx);
+  lowered_backward(x, weight, dy, g, dweight, dbias, dx, scratch);
+}
+
+}  // namespace hpc::backend

@@ -1,0 +1,69 @@
+// Mixed precision: train.precision = fp32 | bf16 | fp16.
+//
+// fp32 is a pass-through. bf16 and fp16 (GPU only) follow "Mixed Precision
+// Training" (Micikevicius et al. 2018): the model — its ONE flat parameter
+// buffer, its ONE flat gradient buffer and its activations — is 16-bit, so
+// GEMMs and convolutions run on tensor cores and gradient buckets are half
+// the bytes; this class keeps the fp32 master weights and an fp32 gradient
+// buffer, and the optimizer (and its state) works on those:
+//
+//   loss gradient × S → backward (16-bit grads, all-reduced) → unscale into
+//   fp32 grads (× 1/S, counting inf/NaN) → clip → optimizer step on the
+//   fp32 master weights → publish: model params ← master, rounded.
+//
+// S is the loss scale: 1 for bf16 (float's exponent range), dynamic for fp16
+// (kernels/amp_math.h: halve and skip the step on an overflow, double after
+// 2000 clean steps — PyTorch's GradScaler). A skipped step leaves the
+// parameters and the optimizer state untouched; it is counted and logged.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/tensor.h"
+#include "kernels/amp_math.h"
+
+namespace hpc::train {
+
+class MixedPrecision {
+ public:
+  // UserError for an unknown precision or a 16-bit one on the CPU.
+  MixedPrecision(const std::string& precision, Device device);
+
+  const std::string& name() const { return name_; }
+  // The dtype the model is built in (float32, bfloat16 or float16).
+  DType model_dtype() const { return model_dtype_; }
+  bool sixteen_bit() const { return model_dtype_ != DType::F32; }
+
+  // Takes the model's flat buffers; a 16-bit run copies the parameters into
+  // fp32 master weights here. Call again after the model's parameters were
+  // replaced (broadcast from rank 0, a checkpoint restore).
+  void attach(const Tensor& model_params, const Tensor& model_grads);
+  // What the optimizer steps and clipping measures: the master weights and
+  // fp32 gradients (16-bit), or the model's own buffers (fp32).
+  const Tensor& optimizer_params() const { return sixteen_bit() ? master_ : params_; }
+  const Tensor& optimizer_grads() const { return sixteen_bit() ? grads32_ : grads_; }
+
+  // The factor the loss gradient is multiplied by before backward.
+  double loss_scale() const { return scaling_ ? scale_.scale : 1.0; }
+  // After backward and the gradient all-reduce: fills optimizer_grads().
+  // Returns false when the step must be skipped (fp16 gradients that
+  // overflowed); the loss scale is updated either way.
+  bool unscale();
+  // After the optimizer step: the model's parameters ← the master weights.
+  void publish();
+
+  int64_t skipped_steps() const { return skipped_; }
+  int64_t consecutive_skips() const { return consecutive_skips_; }
+
+ private:
+  std::string name_;
+  DType model_dtype_ = DType::F32;
+  bool scaling_ = false;  // fp16: dynamic loss scaling
+  kernels::LossScale scale_;
+  Tensor params_, grads_;     // the model's flat buffers
+  Tensor master_, grads32_;   // fp32 copies (16-bit runs only)
+  int64_t skipped_ = 0, consecutive_skips_ = 0;
+};
+
+}  // namespace hpc::train
