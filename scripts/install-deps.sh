@@ -5,25 +5,32 @@
 #   scripts/install-deps.sh            build + run + test dependencies
 #   scripts/install-deps.sh --slurm    also Slurm and munge (the Slurm end-to-end tests)
 #   scripts/install-deps.sh --bench    also PyTorch and matplotlib (make bench)
+#   scripts/install-deps.sh --no-test  only what building and running need (the container image)
 set -euo pipefail
 
 packages=(
-  build-essential pkg-config make git cmake
+  build-essential pkg-config make git
   libopenmpi-dev openmpi-bin            # MPI: rank discovery, CPU AllReduce
   libhdf5-dev hdf5-tools                # datasets and checkpoints
   libboost-program-options-dev          # command line / INI / environment
   libopenblas-dev                       # CPU GEMM
+  zlib1g-dev                            # gzipped MNIST IDX files, checkpoint CRC-32
+)
+test_packages=(
+  cmake                                 # ctest runs `make test`
   libgtest-dev                          # unit tests
-  zlib1g-dev                            # gzipped MNIST IDX files
   python3 python3-numpy python3-h5py    # cross-checks of files written by hpcdata
 )
+with_tests=1
 for arg in "$@"; do
   case "$arg" in
     --slurm) packages+=(slurm-wlm munge) ;;
     --bench) packages+=(python3-torch python3-matplotlib) ;;
+    --no-test) with_tests=0 ;;
     *) echo "install-deps.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done
+[ "$with_tests" -eq 1 ] && packages+=("${test_packages[@]}")
 
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then

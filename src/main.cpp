@@ -5,7 +5,9 @@
 //   2. start MPI, find out who and where we are
 //   3. set up data, model and optimizer on every rank; if any rank fails,
 //      all learn it and exit with the same code, the failing rank's message once
-//   4. train; a failure from here on aborts every rank so none is left waiting
+//   4. resume from a checkpoint (--resume), agreed like set-up
+//   5. train; a failure from here on aborts every rank so none is left waiting;
+//      a stop on request (signal, deadline) checkpoints and exits 75
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -13,6 +15,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "dist/context.h"
+#include "doctor/doctor.h"
 #include "train/trainer.h"
 
 namespace {
@@ -31,12 +34,14 @@ void print_error(const std::string& what, int rank, int world) {
     std::fprintf(stderr, "hpctrain: error: %s\n", what.c_str());
 }
 
-int train(const hpc::Config& cfg, hpc::dist::Context& ctx) {
-  std::unique_ptr<hpc::train::Trainer> trainer;
+// One set-up phase on every rank. If any rank failed, the lowest failing rank
+// prints its message and every rank returns the same exit code; 0: all fine.
+template <class Phase>
+int agreed(hpc::dist::Context& ctx, Phase&& phase) {
   int code = 0;
   std::string message;
   try {
-    trainer = std::make_unique<hpc::train::Trainer>(cfg, ctx);
+    phase();
   } catch (const hpc::Error& e) {
     code = e.exit_code();
     message = e.what();
@@ -45,20 +50,30 @@ int train(const hpc::Config& cfg, hpc::dist::Context& ctx) {
     message = e.what();
   }
   auto [failed_rank, worst] = ctx.agree_on_failure(code);
-  if (failed_rank >= 0) {
-    if (ctx.rank() == failed_rank) print_error(message, ctx.rank(), ctx.world());
-    return worst;
-  }
+  if (failed_rank < 0) return 0;
+  if (ctx.rank() == failed_rank) print_error(message, ctx.rank(), ctx.world());
+  return worst;
+}
+
+int train(const hpc::Config& cfg, hpc::dist::Context& ctx) {
+  std::unique_ptr<hpc::train::Trainer> trainer;
+  if (int code = agreed(ctx, [&] { trainer = std::make_unique<hpc::train::Trainer>(cfg, ctx); })) return code;
+  // --resume: rank 0 reads and checks the checkpoint; a bad one is one line and exit 2 on every rank.
+  if (int code = agreed(ctx, [&] {
+        trainer->print_header();
+        trainer->load_resume_checkpoint();
+      }))
+    return code;
 
   try {
-    trainer->print_header();
+    trainer->apply_resume_checkpoint();
     hpc::train::EvalResult r = trainer->run();
-    if (ctx.is_root() && r.count > 0) {
+    if (ctx.is_root() && r.count > 0 && trainer->exit_code() == hpc::EXIT_OK) {
       std::printf("final: val_loss %.4f  val_acc %.2f%%", r.loss, 100 * r.acc);
       if (r.top5 >= 0) std::printf("  val_top5 %.2f%%", 100 * r.top5);
       std::printf("  (%lld validation samples)\n", static_cast<long long>(r.count));
     }
-    return hpc::EXIT_OK;
+    return trainer->exit_code();  // 75 after a stop with a checkpoint: requeue me
   } catch (const hpc::Error& e) {
     print_error(e.what(), ctx.rank(), ctx.world());
     ctx.abort(e.exit_code());
@@ -73,15 +88,18 @@ int train(const hpc::Config& cfg, hpc::dist::Context& ctx) {
 int main(int argc, char** argv) {
   hpc::Config cfg;
   try {
-    if (!hpc::parse_config(argc, argv, cfg)) return hpc::EXIT_OK;  // --help / --version
+    const hpc::doctor::Args args(argc, argv);  // doctor's bare --json / --local
+    if (!hpc::parse_config(args.argc(), args.argv(), cfg)) return hpc::EXIT_OK;  // --help / --version
   } catch (const hpc::Error& e) {
     if (launcher_rank() == 0) std::fprintf(stderr, "hpctrain: error: %s\n", e.what());
     return e.exit_code();
   }
+  // The doctor starts MPI itself: a broken launch is one of its findings, not an exit.
+  if (cfg.command == "doctor") return hpc::doctor::run(cfg, &argc, &argv);
 
   std::unique_ptr<hpc::dist::Context> ctx;
   try {
-    ctx = std::make_unique<hpc::dist::Context>(&argc, &argv);
+    ctx = std::make_unique<hpc::dist::Context>(&argc, &argv, cfg.dist);
   } catch (const hpc::Error& e) {
     if (launcher_rank() == 0) std::fprintf(stderr, "hpctrain: error: %s\n", e.what());
     return e.exit_code();
@@ -89,7 +107,7 @@ int main(int argc, char** argv) {
 
   if (cfg.command == "train") return train(cfg, *ctx);
   if (ctx->is_root())
-    std::fprintf(stderr, "hpctrain: error: '%s' is not available in this version of hpctrain (only 'train')\n",
+    std::fprintf(stderr, "hpctrain: error: '%s' is not available in this version of hpctrain (only 'train' and 'doctor')\n",
                  cfg.command.c_str());
   return hpc::EXIT_BAD_INPUT;
 }

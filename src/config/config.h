@@ -63,6 +63,7 @@ struct DistConfig {
   std::string backend = "auto"; // auto | mpi | nccl
   double bucket_mb = 25;
   double timeout = 300;         // seconds per collective before the job is aborted
+  bool overlap = true;          // start each gradient bucket's allreduce during backward
 };
 
 struct LogConfig {
@@ -83,6 +84,8 @@ struct Config {
   std::string run_dir = "runs/default";
   std::string resume;             // "" | auto | PATH
   std::string checkpoint;         // eval / sample
+  bool json = false;              // doctor: print the report as JSON
+  bool local = false;             // doctor: this process only (no MPI, no fabric preflight)
   DataConfig data;
   ModelConfig model;
   OptimConfig optim;

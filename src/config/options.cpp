@@ -138,7 +138,8 @@ OptionSpec text(std::string name, Access acc, PathKind kind, std::string value_n
   s.get = [acc](const Config& c) { return acc(c); };
   s.set = [acc, kind](Config& c, const std::string& value) {
     if (kind == PathKind::NON_EMPTY && trim(value).empty()) throw BadValue("must not be empty");
-    if (kind == PathKind::INPUT_FILE && !value.empty()) check_readable_file(value);
+    // doctor reports an unreadable input as a finding (exit 1) instead of failing here.
+    if (kind == PathKind::INPUT_FILE && !value.empty() && c.command != "doctor") check_readable_file(value);
     if (kind == PathKind::RESUME && !value.empty() && value != "auto") check_readable_file(value);
     acc(c) = value;
   };
@@ -160,6 +161,16 @@ OptionSpec command_line_only(OptionSpec s) {
   return s;
 }
 
+// A switch of `hpctrain doctor` only: anywhere else it would be silently ignored.
+OptionSpec doctor_only(OptionSpec s) {
+  s.in_file = false;
+  s.set = [inner = s.set](Config& c, const std::string& text) {
+    if (c.command != "doctor") throw BadValue("only for 'hpctrain doctor'");
+    inner(c, text);
+  };
+  return s;
+}
+
 // The accessor for a field: generic so that the same lambda serves const
 // (get) and mutable (set) access.
 // clang-format off
@@ -174,6 +185,9 @@ std::vector<OptionSpec> build_table() {
       text("resume", FIELD(resume), P::RESUME, "auto|PATH",
            "continue from the newest valid checkpoint in run.dir (auto) or from this file"),
       text("checkpoint", FIELD(checkpoint), P::INPUT_FILE, "PATH", "checkpoint to evaluate or sample from"),
+      doctor_only(flag("json", FIELD(json), "doctor: print the report as JSON (--json alone means true)")),
+      doctor_only(flag("local", FIELD(local),
+                       "doctor: check this process only, without MPI or the fabric preflight (container %test)")),
 
       text("data.path", FIELD(data.path), P::INPUT_FILE, "PATH",
            "HDF5 dataset with /train and optionally /val (needed by train and eval)"),
@@ -239,6 +253,8 @@ std::vector<OptionSpec> build_table() {
       number("dist.bucket_mb", FIELD(dist.bucket_mb), POSITIVE, "gradient bucket size in MiB"),
       number("dist.timeout", FIELD(dist.timeout), POSITIVE,
              "seconds a collective may take before the job is aborted"),
+      flag("dist.overlap", FIELD(dist.overlap),
+           "start each gradient bucket's allreduce during backward (false: all after backward)"),
 
       number("log.every", FIELD(log.every), AT_LEAST_ONE, "steps between step-table lines"),
       choice("log.progress", FIELD(log.progress), {"auto", "bar", "plain", "none"},
@@ -249,7 +265,9 @@ std::vector<OptionSpec> build_table() {
       number("ckpt.every_minutes", FIELD(ckpt.every_minutes), NON_NEGATIVE,
              "checkpoint every this many minutes of wall time; 0 = off"),
       number("ckpt.keep", FIELD(ckpt.keep), AT_LEAST_ONE, "checkpoints kept in run.dir"),
-      flag("ckpt.allow_reshard", FIELD(ckpt.allow_reshard), "allow resuming with a different world size"),
+      flag("ckpt.allow_reshard", FIELD(ckpt.allow_reshard),
+           "allow resuming with another global batch (position carried over in samples; not bit-exact); "
+           "another number of ranks with the same global batch needs no flag"),
 
       text("run.dir", FIELD(run_dir), P::NON_EMPTY, "DIR",
            "run directory: config.ini, metrics.jsonl, checkpoints"),

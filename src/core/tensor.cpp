@@ -63,9 +63,13 @@ std::string Shape::str() const {
   return dims_.empty() ? "scalar" : s.str();
 }
 
-Buffer::Buffer(Device device, size_t num_bytes) : device_(device), num_bytes_(num_bytes) {
+Buffer::Buffer(Device device, size_t num_bytes, bool pinned) : device_(device), num_bytes_(num_bytes) {
   if (num_bytes == 0) return;
-  if (device == Device::CPU) {
+  if (device == Device::CPU && pinned) data_ = backend::pinned_alloc(num_bytes);
+  if (data_ != nullptr) {
+    pinned_ = true;
+    std::memset(data_, 0, num_bytes);
+  } else if (device == Device::CPU) {
     // 64-byte alignment: whole cache lines, and what AVX-512 loads like.
     size_t rounded = (num_bytes + 63) / 64 * 64;
     data_ = std::aligned_alloc(64, rounded);
@@ -78,7 +82,9 @@ Buffer::Buffer(Device device, size_t num_bytes) : device_(device), num_bytes_(nu
 
 Buffer::~Buffer() {
   if (!data_) return;
-  if (device_ == Device::CPU)
+  if (pinned_)
+    backend::pinned_free(data_);
+  else if (device_ == Device::CPU)
     std::free(data_);
   else
     backend::device_free(data_);
@@ -96,6 +102,15 @@ Tensor Tensor::borrow(void* data, Shape shape, DType dtype, Device device) {
   t.shape_ = std::move(shape);
   t.dtype_ = dtype;
   t.device_ = device;
+  return t;
+}
+
+Tensor Tensor::pinned(Shape shape, DType dtype) {
+  Tensor t;
+  t.shape_ = std::move(shape);
+  t.dtype_ = dtype;
+  t.storage_ = std::make_shared<Buffer>(Device::CPU, t.num_bytes(), true);
+  t.data_ = t.storage_->data();
   return t;
 }
 

@@ -46,9 +46,11 @@ class Shape {
 };
 
 // Owns num_bytes of memory on one device; frees it when the last owner goes.
+// Host memory may be pinned (page-locked, for asynchronous copies to a GPU)
+// when `pinned` is asked for and a GPU is there to pin it for.
 class Buffer {
  public:
-  Buffer(Device device, size_t num_bytes);
+  Buffer(Device device, size_t num_bytes, bool pinned = false);
   ~Buffer();
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -56,11 +58,13 @@ class Buffer {
   void* data() const { return data_; }
   size_t num_bytes() const { return num_bytes_; }
   Device device() const { return device_; }
+  bool pinned() const { return pinned_; }
 
  private:
   Device device_;
   size_t num_bytes_;
   void* data_ = nullptr;
+  bool pinned_ = false;
 };
 
 class Tensor {
@@ -70,6 +74,9 @@ class Tensor {
   Tensor(Shape shape, DType dtype, Device device = Device::CPU);
   // Wraps memory the caller keeps alive (e.g. an mmapped dataset).
   static Tensor borrow(void* data, Shape shape, DType dtype, Device device = Device::CPU);
+  // Zero-filled host memory that is pinned when a GPU is present (plain host
+  // memory otherwise): the source of asynchronous host→device copies.
+  static Tensor pinned(Shape shape, DType dtype);
 
   bool defined() const { return data_ != nullptr; }
   const Shape& shape() const { return shape_; }

@@ -1,23 +1,31 @@
 // The one interface every collective goes through.
 //
 // Two implementations: MpiComm (host buffers, CPU nodes) and NcclComm (device
-// buffers, its own CUDA stream). Buffers are tensors, so counts and dtypes
-// come from them; all ranks must call collectives in the same order with the
-// same counts. A single-process run uses SelfComm, whose collectives are
-// no-ops, so code never needs a "am I distributed" branch.
+// buffers, its own CUDA stream; backend/nccl_comm.h). Buffers are tensors, so
+// counts and dtypes come from them; all ranks must call collectives in the
+// same order with the same counts. A single-process run uses SelfComm, whose
+// collectives are no-ops, so code never needs an "am I distributed" branch.
+//
+// Every collective either completes or throws PeerError (exit 3) within
+// dist.timeout: a dead or stuck peer never becomes a hang.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
 namespace hpc::dist {
 
+// Avg is exact: the sum divided once by the world size (ncclAvg on NCCL),
+// so every rank holds bitwise the same result.
 enum class ReduceOp { Sum, Avg, Max };
 
-// A collective in flight. wait() blocks until it has completed (or throws
-// PeerError on timeout / a failed peer); test() polls without blocking.
+// A collective in flight. test() advances it without blocking (MPI needs
+// these calls to make progress) and says whether it is done; wait() blocks
+// until it is done or throws PeerError on timeout / a failed peer. The
+// buffer must stay untouched until then.
 class Request {
  public:
   virtual ~Request() = default;
@@ -35,6 +43,14 @@ class Communicator {
   // In place over buf.
   virtual void allreduce(const Tensor& buf, ReduceOp op) = 0;
   virtual std::unique_ptr<Request> allreduce_async(const Tensor& buf, ReduceOp op) = 0;
+  // Several buffers started together (NCCL fuses them in one ncclGroupStart/End);
+  // one request per buffer, in order.
+  virtual std::vector<std::unique_ptr<Request>> allreduce_group(const std::vector<Tensor>& bufs,
+                                                                ReduceOp op) {
+    std::vector<std::unique_ptr<Request>> out;
+    for (const Tensor& b : bufs) out.push_back(allreduce_async(b, op));
+    return out;
+  }
   virtual void broadcast(const Tensor& buf, int root) = 0;
   // recv holds size() × send.count() elements, rank r's part at offset r·send.count().
   virtual void allgather(const Tensor& send, const Tensor& recv) = 0;

@@ -4,11 +4,17 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
+#include "backend/device.h"
+#include "backend/nccl_comm.h"
 #include "core/error.h"
+#include "dist/devices.h"
 #include "dist/mpi_comm.h"
+#include "dist/watchdog.h"
 
 namespace hpc::dist {
 
@@ -18,6 +24,25 @@ int env_int(const char* name) {
   const char* v = std::getenv(name);
   return v && *v ? std::atoi(v) : 0;
 }
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE:
+      return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED:
+      return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED:
+      return "MPI_THREAD_SERIALIZED";
+    default:
+      return "MPI_THREAD_MULTIPLE";
+  }
+}
+
+// Fixed-size record per rank, so one MPI_Allgather carries everyone's.
+struct PeerRecord {
+  char host[64];
+  int32_t pid;
+};
 
 }  // namespace
 
@@ -33,12 +58,15 @@ std::string check_launch(int world_size) {
   return "";
 }
 
-Context::Context(int* argc, char*** argv) {
-  int provided = 0;
-  // FUNNELED: only the main thread calls MPI (loader threads never do);
-  // overlap comes from non-blocking collectives polled between layers.
-  mpiCheck(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided));
-  finalize_ = true;
+Context::MpiSession::~MpiSession() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (active && !finalized) MPI_Finalize();
+}
+
+Context::Context(int* argc, char*** argv, const DistConfig& cfg) : cfg_(cfg) {
+  mpiCheck(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level_));
+  session_.active = true;
   // Errors come back as codes so mpiCheck can name the call before aborting.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &info_.rank));
@@ -65,56 +93,113 @@ Context::Context(int* argc, char*** argv) {
   gethostname(host, sizeof host);
   info_.host = host;
   info_.pid = static_cast<int>(getpid());
-
-  if (info_.world == 1)
-    host_comm_ = std::make_unique<SelfComm>();
-  else
-    host_comm_ = std::make_unique<MpiComm>(MPI_COMM_WORLD, 300.0);
+  PeerRecord mine{};
+  std::snprintf(mine.host, sizeof mine.host, "%s", host);
+  mine.pid = info_.pid;
+  std::vector<PeerRecord> all(static_cast<size_t>(info_.world));
+  mpiCheck(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD));
+  for (const PeerRecord& p : all)
+    peers_.push_back({std::string(p.host, strnlen(p.host, sizeof p.host)), p.pid});
 
   std::string launch = check_launch(info_.world);
-  if (!launch.empty()) {
-    host_comm_.reset();
-    MPI_Finalize();
-    finalize_ = false;
-    throw UserError(launch);
+  if (!launch.empty()) throw UserError(launch);  // session_ finalizes MPI on the way out
+  faults_ = parse_fault_plan(std::getenv("HPCTRAIN_TEST_STALL"), std::getenv("HPCTRAIN_TEST_EXIT"));
+
+  if (info_.world == 1) {
+    host_comm_ = std::make_unique<SelfComm>();
+    return;
   }
+  const bool multiple = thread_level_ >= MPI_THREAD_MULTIPLE;
+  watchdog_ = std::make_unique<Watchdog>(MPI_COMM_WORLD, peers_, hb_, cfg_.timeout, multiple);
+  auto mpi = std::make_unique<MpiComm>(MPI_COMM_WORLD, cfg_.timeout, &hb_, watchdog_.get(), multiple);
+  mpi_ = mpi.get();
+  host_comm_ = std::move(mpi);
+  if (!multiple && is_root())
+    std::fprintf(
+        stderr,
+        "hpctrain: warning: MPI provides %s, not MPI_THREAD_MULTIPLE: a stuck rank still ends the job "
+        "after dist.timeout, but the report cannot name it\n",
+        thread_level_name(thread_level_));
 }
 
 Context::~Context() {
+  device_comm_.reset();
   host_comm_.reset();
-  if (finalize_) MPI_Finalize();
+  watchdog_.reset();
+}
+
+std::string Context::check_backend(Device device) const {
+  // Only an explicit nccl needs the GPU count: a CPU run should not start the CUDA runtime.
+  const int gpus = cfg_.backend == "nccl" ? backend::cuda_device_count() : 0;
+  return resolve_backend(cfg_.backend, device, backend::cuda_built(), gpus);
+}
+
+Communicator& Context::grad_comm(Device device) {
+  if (check_backend(device) == "mpi" || info_.world == 1) return host_comm();
+  if (!device_comm_) device_comm_ = make_nccl_comm();
+  return *device_comm_;
+}
+
+std::unique_ptr<Communicator> Context::make_nccl_comm() {
+  if (!backend::cuda_built())
+    throw UserError("NCCL: this hpctrain was built without CUDA (rebuild with nvcc present, CUDA=1)");
+  const int device = pick_device(info_.local_rank, backend::cuda_device_count());
+  // Every rank must learn of a shared GPU, not only the ranks of that node (the others would wait in NCCL).
+  constexpr int REC = 128;
+  std::string me = info_.host + '\n' + backend::cuda_device_info(device).pci_bus_id;
+  me.resize(REC, '\0');
+  std::vector<char> all(static_cast<size_t>(REC * info_.world));
+  host_comm().allgather(Tensor::borrow(me.data(), Shape{REC}, DType::U8),
+                        Tensor::borrow(all.data(), Shape{REC * info_.world}, DType::U8));
+  std::vector<std::pair<std::string, std::string>> host_bus;
+  for (int r = 0; r < info_.world; ++r) {
+    std::string rec(all.data() + static_cast<size_t>(r) * REC, REC);
+    rec.resize(std::min(rec.size(), rec.find('\0')));
+    const size_t nl = rec.find('\n');
+    host_bus.emplace_back(rec.substr(0, nl), nl == std::string::npos ? "" : rec.substr(nl + 1));
+  }
+  for (const auto& [h, unused] : host_bus) {
+    std::vector<std::string> buses;
+    for (const auto& [h2, bus] : host_bus)
+      if (h2 == h) buses.push_back(bus);
+    std::string problem = check_gpu_sharing(buses, h);
+    if (!problem.empty()) throw UserError(problem);
+  }
+
+  backend::NcclSetup s;
+  s.host = &host_comm();
+  s.rank = info_.rank;
+  s.world = info_.world;
+  s.device = device;
+  s.timeout_s = cfg_.timeout;
+  s.hb = &hb_;
+  s.on_fatal = [this](uint64_t seq, CollOp op, const std::string& reason) {
+    std::string text = watchdog_
+                           ? watchdog_->explain(seq, op, reason)
+                           : "collective #" + std::to_string(seq) + " (" + coll_op_name(op) + ") " + reason;
+    std::fprintf(stderr, "hpctrain: error on rank %d: %s\n", info_.rank, text.c_str());
+    std::fflush(stderr);
+    abort(EXIT_PEER);
+  };
+  return backend::make_nccl_comm(s);
 }
 
 std::vector<std::string> Context::gather_lines(const std::string& mine) {
-  std::vector<std::string> out;
   if (info_.world == 1) return {mine};
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(static_cast<size_t>(info_.world));
-  mpiCheck(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD));
-  std::vector<int> displs(static_cast<size_t>(info_.world), 0);
-  int total = 0;
-  for (int r = 0; r < info_.world; ++r) {
-    displs[static_cast<size_t>(r)] = total;
-    total += lens[static_cast<size_t>(r)];
-  }
-  std::string all(static_cast<size_t>(is_root() ? total : 0), '\0');
-  mpiCheck(MPI_Gatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, 0,
-                       MPI_COMM_WORLD));
-  if (!is_root()) return {};
-  for (int r = 0; r < info_.world; ++r)
-    out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]),
-                             static_cast<size_t>(lens[static_cast<size_t>(r)])));
-  return out;
+  return mpi_->gather_text(mine, 0);
 }
 
 std::pair<int, int> Context::agree_on_failure(int my_exit_code) {
-  int in[2] = {my_exit_code ? info_.rank : info_.world, my_exit_code};
-  int lowest = in[0], code = in[1];
-  if (info_.world > 1) {
-    mpiCheck(MPI_Allreduce(&in[0], &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD));
-    mpiCheck(MPI_Allreduce(&in[1], &code, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD));
-  }
-  return {lowest < info_.world ? lowest : -1, code};
+  // One Max allreduce: the lowest failing rank is the largest −rank.
+  int32_t v[2] = {my_exit_code ? -info_.rank : -info_.world, my_exit_code};
+  if (info_.world > 1) host_comm_->allreduce(Tensor::borrow(v, Shape{2}, DType::I32), ReduceOp::Max);
+  const int lowest = -v[0];
+  return {lowest < info_.world ? lowest : -1, v[1]};
+}
+
+void Context::on_step(int64_t step) {
+  hb_.set_step(step);
+  if (faults_.any()) apply_faults(faults_, info_.rank, step);
 }
 
 void Context::abort(int exit_code) {

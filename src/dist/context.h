@@ -4,15 +4,30 @@
 // none: a lone process is world size 1). Local rank and local size come from
 // MPI_Comm_split_type(SHARED), which is right under both srun and mpirun,
 // unlike SLURM_LOCALID (0 on every rank under mpirun in an allocation).
+//
+// Thread level: MPI_THREAD_MULTIPLE, because two helper threads use MPI: the
+// Watchdog (on its own communicator) answers "where are you?" while the main
+// thread may be stuck, and MpiComm's progress thread moves gradient buckets
+// along while backward computes; collectives are still started by the main
+// thread only. If the library offers less, training works (progress only
+// between layers) and a timeout still ends the job, but the report cannot
+// name the culprit.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "dist/communicator.h"
+#include "dist/fault_injection.h"
+#include "dist/hang_report.h"
+#include "dist/heartbeat.h"
 
 namespace hpc::dist {
+
+class MpiComm;
+class Watchdog;
 
 struct RankInfo {
   int rank = 0, world = 1;
@@ -24,9 +39,10 @@ struct RankInfo {
 
 class Context {
  public:
-  // MPI_Init_thread; throws UserError on a broken launch (see check_launch).
-  Context(int* argc, char*** argv);
-  ~Context();  // MPI_Finalize
+  // MPI_Init_thread; throws UserError on a broken launch (see check_launch) or a
+  // malformed HPCTRAIN_TEST_* variable. dist.timeout bounds every collective.
+  Context(int* argc, char*** argv, const DistConfig& cfg = DistConfig());
+  ~Context();  // stops the watchdog, MPI_Finalize
   Context(const Context&) = delete;
   Context& operator=(const Context&) = delete;
 
@@ -34,8 +50,24 @@ class Context {
   int rank() const { return info_.rank; }
   int world() const { return info_.world; }
   bool is_root() const { return info_.rank == 0; }
+  // Host and pid of every rank (for hang reports).
+  const std::vector<PeerInfo>& peers() const { return peers_; }
+  // The MPI thread level MPI_Init_thread provided.
+  int thread_level() const { return thread_level_; }
+  double timeout() const { return cfg_.timeout; }
+
   // The communicator for host buffers (MPI over MPI_COMM_WORLD, or SelfComm for one process).
   Communicator& host_comm() { return *host_comm_; }
+  // dist.backend (auto | mpi | nccl) for gradients on `device`: "mpi" or "nccl", or a
+  // UserError saying why the choice cannot work here (nccl on a CPU run, without CUDA or a GPU).
+  std::string check_backend(Device device) const;
+  // The communicator for gradients that live on `device`, as dist.backend chooses
+  // (one process: SelfComm whatever the backend, once the choice is checked).
+  Communicator& grad_comm(Device device);
+  // A new NCCL communicator over all ranks (device = local rank mod visible GPUs).
+  // Throws UserError without CUDA, without a GPU, or with more ranks than GPUs on a node.
+  std::unique_ptr<Communicator> make_nccl_comm();
+
   // One line per rank (host, pid, local rank, device) gathered to rank 0, in rank order.
   std::vector<std::string> gather_lines(const std::string& mine);
 
@@ -43,14 +75,31 @@ class Context {
   // failing rank (or -1) and the highest exit code among failures.
   std::pair<int, int> agree_on_failure(int my_exit_code);
 
+  // The trainer calls this as each optimizer step begins (1-based): hang reports
+  // say which step a rank was in, and the test-only fault injection fires here.
+  void on_step(int64_t step);
+  Heartbeat& heartbeat() { return hb_; }
+
   // Kills the whole job (every rank) with `exit_code`: the way out of a
   // failure that others may be blocked on.
   [[noreturn]] void abort(int exit_code);
 
  private:
+  struct MpiSession {
+    bool active = false;
+    ~MpiSession();
+  };
+  MpiSession session_;  // first member: finalizes MPI last, also when the constructor throws
+  DistConfig cfg_;
   RankInfo info_;
+  int thread_level_ = 0;
+  std::vector<PeerInfo> peers_;
+  FaultPlan faults_;
+  Heartbeat hb_;
+  std::unique_ptr<Watchdog> watchdog_;
+  MpiComm* mpi_ = nullptr;  // host_comm_ when it is an MpiComm
   std::unique_ptr<Communicator> host_comm_;
-  bool finalize_ = false;
+  std::unique_ptr<Communicator> device_comm_;
 };
 
 // "srun --mpi=… started N tasks but MPI sees world size 1" (a PMI mismatch:

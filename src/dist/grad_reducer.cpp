@@ -3,38 +3,100 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "core/error.h"
 
 namespace hpc::dist {
 
-GradReducer::GradReducer(Communicator& comm, const Tensor& grads, double bucket_bytes)
-    : comm_(comm), grads_(grads) {
-  const int64_t n = grads.count();
-  const int64_t per_bucket =
-      std::max<int64_t>(1, static_cast<int64_t>(bucket_bytes / static_cast<double>(dtype_size(grads.dtype()))));
-  for (int64_t end = n; end > 0; end -= per_bucket) buckets_.push_back({std::max<int64_t>(0, end - per_bucket), end, nullptr});
+std::vector<std::pair<int64_t, int64_t>> GradReducer::plan(int64_t n, int64_t bucket_elems,
+                                                           const std::vector<int64_t>& cut_points,
+                                                           int64_t first_elems) {
+  HPC_ASSERT(bucket_elems >= 1, "bucket size");
+  if (first_elems < 1) first_elems = bucket_elems;
+  auto size_of_next = [&](const std::vector<std::pair<int64_t, int64_t>>& done) {
+    return done.empty() ? first_elems : bucket_elems;
+  };
+  std::vector<std::pair<int64_t, int64_t>> out;
+  if (cut_points.empty()) {
+    for (int64_t end = n; end > 0;) {
+      const int64_t begin = std::max<int64_t>(0, end - size_of_next(out));
+      out.emplace_back(begin, end);
+      end = begin;
+    }
+    return out;
+  }
+  std::vector<int64_t> cuts;
+  for (int64_t c : cut_points)
+    if (c > 0 && c < n) cuts.push_back(c);
+  std::sort(cuts.rbegin(), cuts.rend());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  cuts.push_back(0);
+  int64_t end = n;
+  for (int64_t c : cuts)
+    if (end - c >= size_of_next(out) || c == 0) {
+      if (c < end) out.emplace_back(c, end);
+      end = c;
+    }
+  return out;
+}
+
+GradReducer::GradReducer(Communicator& comm, const Tensor& grads, double bucket_bytes,
+                         const std::vector<int64_t>& cut_points, bool overlap)
+    : comm_(comm), grads_(grads), overlap_(overlap) {
+  auto elems = [&](double bytes) {
+    return static_cast<int64_t>(
+        std::clamp(std::ceil(bytes / static_cast<double>(dtype_size(grads.dtype()))), 1.0, 9.0e18));
+  };
+  for (auto [b, e] : plan(grads.count(), elems(bucket_bytes), cut_points,
+                          elems(std::min(bucket_bytes, FIRST_BUCKET_BYTES))))
+    buckets_.push_back({b, e, nullptr});
+}
+
+std::vector<std::pair<int64_t, int64_t>> GradReducer::bucket_ranges() const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const Bucket& b : buckets_) out.emplace_back(b.begin, b.end);
+  return out;
 }
 
 void GradReducer::begin() {
   next_ = 0;
-  for (Bucket& b : buckets_) b.request.reset();
+  for (Bucket& b : buckets_) {
+    b.request.reset();
+    b.done = false;
+  }
 }
 
-void GradReducer::start(Bucket& b) {
-  b.request = comm_.allreduce_async(grads_.slice(b.begin, Shape{b.end - b.begin}), ReduceOp::Avg);
+void GradReducer::start(size_t upto) {
+  if (upto <= next_) return;
+  std::vector<Tensor> bufs;
+  for (size_t i = next_; i < upto; ++i)
+    bufs.push_back(grads_.slice(buckets_[i].begin, Shape{buckets_[i].end - buckets_[i].begin}));
+  std::vector<std::unique_ptr<Request>> reqs = comm_.allreduce_group(bufs, ReduceOp::Avg);
+  for (size_t i = next_; i < upto; ++i) buckets_[i].request = std::move(reqs[i - next_]);
+  next_ = upto;
 }
 
 void GradReducer::on_ready(int64_t frontier) {
-  while (next_ < buckets_.size() && buckets_[next_].begin >= frontier) start(buckets_[next_++]);
-  // Give non-blocking MPI a chance to progress the buckets in flight.
-  for (size_t i = 0; i < next_; ++i) buckets_[i].request->test();
+  if (!overlap_) return;
+  size_t ready = next_;
+  while (ready < buckets_.size() && buckets_[ready].begin >= frontier) ++ready;
+  start(ready);
+  // Advance the buckets in flight (MPI moves data only inside its calls). The oldest first;
+  // one that is not done yet means the younger ones are not either.
+  for (size_t i = 0; i < next_; ++i) {
+    if (buckets_[i].done) continue;
+    if (!(buckets_[i].done = buckets_[i].request->test())) break;
+  }
 }
 
 double GradReducer::finish() {
   auto t0 = std::chrono::steady_clock::now();
-  while (next_ < buckets_.size()) start(buckets_[next_++]);
-  for (Bucket& b : buckets_) b.request->wait();
+  start(buckets_.size());
+  for (Bucket& b : buckets_) {
+    b.request->wait();
+    b.done = true;
+  }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 

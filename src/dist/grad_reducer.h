@@ -1,16 +1,26 @@
 // GradReducer: averages the flat gradient buffer across ranks in buckets,
 // overlapped with backward (the idea of PyTorch DDP's Reducer).
 //
-// Buckets are contiguous slices of the flat gradient buffer of about
-// bucket_bytes each, cut from the END of the buffer, because backward
-// finishes the last layer's gradients first. Model::backward reports a
-// frontier after each layer (every gradient at offset ≥ frontier is final);
-// each bucket that lies wholly above the frontier starts its AllReduce at
-// once, so communication runs while earlier layers are still computing.
-// finish() starts any bucket not yet started and waits for all of them.
+// Buckets are contiguous slices of the flat gradient buffer, cut from its
+// END, because backward finishes the last layer's gradients first. A bucket
+// ends at a cut point (the trainer passes every parameter's offset, so a
+// bucket never splits a tensor) as soon as it holds at least bucket_bytes:
+// a tiny bucket_mb gives one bucket per parameter tensor, a huge one a
+// single bucket. Without cut points buckets are exactly bucket_bytes. As in
+// DDP, the first bucket is capped at 1 MiB, so that communication starts
+// early in backward even when one bucket_mb would hold the whole model.
+//
+// Model::backward reports a frontier after each layer (every gradient at
+// offset ≥ frontier is final); each bucket lying wholly above it starts its
+// AllReduce at once (buckets ready together start as one group: one
+// ncclGroupStart/End on NCCL), and the in-flight ones are advanced, so
+// communication runs while earlier layers still compute. finish() starts
+// what is left and waits for all. With overlap off, everything starts in
+// finish(): the baseline that shows what overlap buys.
 #pragma once
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "dist/communicator.h"
@@ -19,27 +29,39 @@ namespace hpc::dist {
 
 class GradReducer {
  public:
-  GradReducer(Communicator& comm, const Tensor& grads, double bucket_bytes);
+  // cut_points: offsets where a bucket may end (empty: anywhere).
+  GradReducer(Communicator& comm, const Tensor& grads, double bucket_bytes,
+              const std::vector<int64_t>& cut_points = {}, bool overlap = true);
 
   // Begins a reduction round (the last micro-step of an optimizer step).
   void begin();
   // Called by backward: gradients at offsets ≥ frontier are final.
   void on_ready(int64_t frontier);
-  // Starts whatever is left and waits for every bucket. Returns seconds spent waiting here
-  // (the communication that backward did not hide).
+  // Starts whatever is left and waits for every bucket. Returns the seconds
+  // spent waiting here: the communication that backward did not hide.
   double finish();
 
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
+  // [begin, end) element ranges in launch order (highest offsets first).
+  std::vector<std::pair<int64_t, int64_t>> bucket_ranges() const;
+  // The bucket plan for n elements (see above); pure, for tests. first_elems: the size
+  // of the first bucket (0: bucket_elems).
+  static std::vector<std::pair<int64_t, int64_t>> plan(int64_t n, int64_t bucket_elems,
+                                                       const std::vector<int64_t>& cut_points,
+                                                       int64_t first_elems = 0);
+  static constexpr double FIRST_BUCKET_BYTES = 1048576;
 
  private:
   struct Bucket {
     int64_t begin, end;  // element range of the flat buffer
     std::unique_ptr<Request> request;
+    bool done = false;
   };
-  void start(Bucket& b);
+  void start(size_t upto);
 
   Communicator& comm_;
   Tensor grads_;
+  bool overlap_;
   std::vector<Bucket> buckets_;  // in launch order: highest offsets first
   size_t next_ = 0;              // first bucket not yet started
 };

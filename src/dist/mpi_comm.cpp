@@ -1,25 +1,32 @@
 // MpiComm (see mpi_comm.h).
 #include "dist/mpi_comm.h"
 
+#include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
 
-#include "backend/ops_core.h"
 #include "core/error.h"
 
 namespace hpc::dist {
 
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
-    case DType::F32: return MPI_FLOAT;
-    case DType::F64: return MPI_DOUBLE;
-    case DType::I32: return MPI_INT32_T;
-    case DType::U8: return MPI_UINT8_T;
-    case DType::U16: return MPI_UINT16_T;
-    default: break;
+    case DType::F32:
+      return MPI_FLOAT;
+    case DType::F64:
+      return MPI_DOUBLE;
+    case DType::I32:
+      return MPI_INT32_T;
+    case DType::U8:
+      return MPI_UINT8_T;
+    case DType::U16:
+      return MPI_UINT16_T;
+    default:
+      break;
   }
   throw Error(EXIT_INTERNAL, std::string("no MPI type for ") + dtype_name(t));
 }
@@ -38,96 +45,243 @@ void mpi_fail(int code, const char* call, const char* file, int line) {
 }
 
 namespace {
+constexpr auto HELPER_PERIOD = std::chrono::microseconds(200);
+}  // namespace
 
-MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::Max ? MPI_MAX : MPI_SUM; }
+// An allreduce in flight: registered with its communicator while running, so that any wait (and the
+// progress thread) advances it. Created, advanced and destroyed under the communicator's mutex.
+class MpiAllreduceRequest final : public Request {
+ public:
+  MpiAllreduceRequest(MpiComm& comm, const Tensor& buf, ReduceOp op, uint64_t seq, int tag)
+      : comm_(comm),
+        seq_(seq),
+        algo_(std::make_unique<RankOrderAllreduce>(buf, op, comm.comm_, tag, comm.max_msg_, comm.pool_)) {
+    comm_.active_.push_back(this);
+  }
+  ~MpiAllreduceRequest() override {
+    std::lock_guard<std::mutex> lock(comm_.mu_);
+    unregister();
+    algo_.reset();  // cancels what is still posted (unwinding from a failure), under the lock
+  }
+  void wait() override {
+    comm_.wait_until([this] { return done_.load(); }, seq_, CollOp::Allreduce);
+  }
+  bool test() override {
+    if (!done_) comm_.progress();
+    return done_;
+  }
+  uint64_t seq() const { return seq_; }
+  // One step of the state machine (mu_ held). Throws MpiCallFailed.
+  void advance() {
+    if (!done_ && algo_->progress()) {
+      done_ = true;
+      unregister();
+    }
+  }
 
-// Waits for `req`, polling so that a missing peer becomes an error, not a hang.
-void wait_with_deadline(MPI_Request& req, double timeout_s, const char* what) {
-  using clock = std::chrono::steady_clock;
-  const auto deadline = clock::now() + std::chrono::duration<double>(timeout_s);
-  int done = 0;
-  for (int spins = 0;; ++spins) {
-    mpiCheck(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-    if (done) return;
-    // Spin briefly (small collectives finish in microseconds), then back off.
-    if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(spins > 100000 ? 1000 : 20));
-    if ((spins & 255) == 0 && clock::now() > deadline)
-      throw PeerError(std::string(what) + " did not complete within " + std::to_string(int(timeout_s)) +
-                      " s (dist.timeout): a peer rank is dead or stuck");
+ private:
+  void unregister() {
+    auto& a = comm_.active_;
+    a.erase(std::remove(a.begin(), a.end(), this), a.end());
+  }
+  MpiComm& comm_;
+  uint64_t seq_;
+  std::unique_ptr<RankOrderAllreduce> algo_;
+  std::atomic<bool> done_{false};
+};
+
+MpiComm::MpiComm(MPI_Comm comm, double timeout_s, Heartbeat* hb, HangHandler* hang, bool progress_thread)
+    : timeout_s_(timeout_s), hb_(hb), hang_(hang) {
+  mpiCheck(MPI_Comm_dup(comm, &comm_));
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  mpiCheck(MPI_Comm_rank(comm_, &rank_));
+  mpiCheck(MPI_Comm_size(comm_, &size_));
+  void* ub = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &found);
+  if (found && ub != nullptr) tag_span_ = std::max(1, (*static_cast<int*>(ub) - 1) / 2);
+  if (progress_thread && size_ > 1) helper_ = std::thread([this] { helper_loop(); });
+}
+
+MpiComm::~MpiComm() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  if (helper_.joinable()) helper_.join();
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void MpiComm::helper_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    if (active_.empty() || helper_failure_) {
+      work_cv_.wait(lock);
+      continue;
+    }
+    if (std::optional<Failure> f = advance_all_locked()) helper_failure_ = f;
+    work_cv_.wait_for(lock, HELPER_PERIOD, [this] { return stop_; });
   }
 }
 
-class MpiRequest final : public Request {
- public:
-  MpiRequest(const Tensor& buf, ReduceOp op, int size, double timeout_s)
-      : buf_(buf), avg_(op == ReduceOp::Avg), size_(size), timeout_s_(timeout_s) {}
-  ~MpiRequest() override {
-    // A request dropped in flight (an exception unwinding) must not leave MPI writing into freed memory.
-    if (req_ != MPI_REQUEST_NULL && !done_) {
-      MPI_Cancel(&req_);
-      MPI_Request_free(&req_);
+std::optional<MpiComm::Failure> MpiComm::advance_all_locked() {
+  if (helper_failure_) return helper_failure_;
+  // A copy: requests that complete remove themselves from active_.
+  std::vector<MpiAllreduceRequest*> now = active_;
+  for (MpiAllreduceRequest* r : now) {
+    try {
+      r->advance();
+    } catch (const MpiCallFailed& e) {
+      return Failure{r->seq(), std::string("failed: ") + e.what()};
     }
   }
-  void wait() override {
-    if (done_) return;
-    wait_with_deadline(req_, timeout_s_, "allreduce");
-    finish();
-  }
-  bool test() override {
-    if (done_) return true;
-    int flag = 0;
-    mpiCheck(MPI_Test(&req_, &flag, MPI_STATUS_IGNORE));
-    if (flag) finish();
-    return done_;
-  }
-  MPI_Request req_ = MPI_REQUEST_NULL;
+  return std::nullopt;
+}
 
- private:
-  void finish() {
-    done_ = true;
-    if (avg_ && size_ > 1) backend::scale(buf_, 1.0 / size_);
+uint64_t MpiComm::begin_collective() { return hb_ != nullptr ? hb_->start() : ++local_seq_; }
+
+void MpiComm::fail(uint64_t seq, CollOp op, const std::string& reason) {
+  // Still "waiting" while the ranks compare notes: the others must see this rank where it is.
+  std::string what = hang_ != nullptr ? hang_->explain(seq, op, reason)
+                                      : "collective #" + std::to_string(seq) + " (" + coll_op_name(op) +
+                                            ") " + reason + ": a peer rank is dead or stuck";
+  if (hb_ != nullptr) hb_->wait_end();
+  throw PeerError(what);
+}
+
+void MpiComm::progress() {
+  std::optional<Failure> failure;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failure = advance_all_locked();
   }
-  Tensor buf_;
-  bool avg_;
-  int size_;
-  double timeout_s_;
-  bool done_ = false;
-};
+  if (failure) fail(failure->seq, CollOp::Allreduce, failure->reason);
+}
 
-}  // namespace
+void MpiComm::wait_until(const std::function<bool()>& done, uint64_t seq, CollOp op) {
+  progress();
+  if (done()) return;
+  if (hb_ != nullptr) hb_->wait_begin(seq, op);
+  const double t0 = monotonic_seconds();
+  for (;;) {
+    progress();
+    if (done()) break;
+    const double waited = monotonic_seconds() - t0;
+    if (waited > timeout_s_)
+      fail(seq, op,
+           "did not complete within " + std::to_string(static_cast<int>(timeout_s_)) + " s (dist.timeout)");
+    // Spin while a peer is likely microseconds away, then yield the core (ranks may share cores),
+    // then sleep: a rank that waits seconds for a slow peer should not burn a core doing it.
+    if (waited < 1e-4) continue;
+    if (waited < 5e-3)
+      sched_yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(waited < 1.0 ? 50 : 1000));
+  }
+  if (hb_ != nullptr) hb_->wait_end();
+}
 
-MpiComm::MpiComm(MPI_Comm comm, double timeout_s) : comm_(comm), timeout_s_(timeout_s) {
-  mpiCheck(MPI_Comm_rank(comm_, &rank_));
-  mpiCheck(MPI_Comm_size(comm_, &size_));
+void MpiComm::wait_all(std::vector<MPI_Request>& reqs, uint64_t seq, CollOp op) {
+  wait_until(
+      [&] {
+        int flag = 0;
+        int rc = MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE);
+        if (rc != MPI_SUCCESS)
+          fail(seq, op, std::string("failed: ") + MpiCallFailed(rc, "MPI_Testall").what());
+        return flag != 0;
+      },
+      seq, op);
 }
 
 void MpiComm::allreduce(const Tensor& buf, ReduceOp op) { allreduce_async(buf, op)->wait(); }
 
 std::unique_ptr<Request> MpiComm::allreduce_async(const Tensor& buf, ReduceOp op) {
-  auto r = std::make_unique<MpiRequest>(buf, op, size_, timeout_s_);
-  mpiCheck(MPI_Iallreduce(MPI_IN_PLACE, buf.raw(), static_cast<int>(buf.count()), mpi_type(buf.dtype()),
-                          mpi_op(op), comm_, &r->req_));
+  const uint64_t seq = begin_collective();
+  const int tag = static_cast<int>(2 * (tags_used_++ % static_cast<uint64_t>(tag_span_)));
+  std::unique_ptr<MpiAllreduceRequest> r;
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    r = std::make_unique<MpiAllreduceRequest>(*this, buf, op, seq, tag);
+  } catch (const MpiCallFailed& e) {
+    fail(seq, CollOp::Allreduce, std::string("failed: ") + e.what());
+  }
+  work_cv_.notify_one();
+  progress();
   return r;
 }
 
 void MpiComm::broadcast(const Tensor& buf, int root) {
-  MPI_Request req;
-  mpiCheck(MPI_Ibcast(buf.raw(), static_cast<int>(buf.count()), mpi_type(buf.dtype()), root, comm_, &req));
-  wait_with_deadline(req, timeout_s_, "broadcast");
+  const uint64_t seq = begin_collective();
+  std::vector<MPI_Request> reqs;
+  const MPI_Datatype type = mpi_type(buf.dtype());
+  char* p = static_cast<char*>(buf.raw());
+  for (int64_t off = 0; off < buf.count(); off += max_msg_) {
+    const int n = static_cast<int>(std::min(max_msg_, buf.count() - off));
+    MPI_Request req;
+    int rc = MPI_Ibcast(p + off * static_cast<int64_t>(dtype_size(buf.dtype())), n, type, root, comm_, &req);
+    if (rc != MPI_SUCCESS)
+      fail(seq, CollOp::Broadcast, std::string("failed: ") + MpiCallFailed(rc, "MPI_Ibcast").what());
+    reqs.push_back(req);
+  }
+  wait_all(reqs, seq, CollOp::Broadcast);
 }
 
 void MpiComm::allgather(const Tensor& send, const Tensor& recv) {
-  HPC_ASSERT(recv.count() == send.count() * size_, "allgather: receive buffer size");
-  MPI_Request req;
-  mpiCheck(MPI_Iallgather(send.raw(), static_cast<int>(send.count()), mpi_type(send.dtype()), recv.raw(),
-                          static_cast<int>(send.count()), mpi_type(recv.dtype()), comm_, &req));
-  wait_with_deadline(req, timeout_s_, "allgather");
+  HPC_ASSERT(recv.count() == send.count() * size_ && recv.dtype() == send.dtype(),
+             "allgather: receive buffer");
+  if (send.count() > max_msg_)
+    throw Error(EXIT_INTERNAL, "allgather of " + std::to_string(send.count()) +
+                                   " elements per rank: more than " + std::to_string(max_msg_) +
+                                   ", the MPI count limit of one message");
+  const uint64_t seq = begin_collective();
+  std::vector<MPI_Request> reqs(1);
+  const MPI_Datatype type = mpi_type(send.dtype());
+  int rc = MPI_Iallgather(send.raw(), static_cast<int>(send.count()), type, recv.raw(),
+                          static_cast<int>(send.count()), type, comm_, &reqs[0]);
+  if (rc != MPI_SUCCESS)
+    fail(seq, CollOp::Allgather, std::string("failed: ") + MpiCallFailed(rc, "MPI_Iallgather").what());
+  wait_all(reqs, seq, CollOp::Allgather);
 }
 
 void MpiComm::barrier() {
-  MPI_Request req;
-  mpiCheck(MPI_Ibarrier(comm_, &req));
-  wait_with_deadline(req, timeout_s_, "barrier");
+  const uint64_t seq = begin_collective();
+  std::vector<MPI_Request> reqs(1);
+  int rc = MPI_Ibarrier(comm_, &reqs[0]);
+  if (rc != MPI_SUCCESS)
+    fail(seq, CollOp::Barrier, std::string("failed: ") + MpiCallFailed(rc, "MPI_Ibarrier").what());
+  wait_all(reqs, seq, CollOp::Barrier);
+}
+
+std::vector<std::string> MpiComm::gather_text(const std::string& mine, int root) {
+  if (mine.size() > static_cast<size_t>(INT_MAX)) throw Error(EXIT_INTERNAL, "gather_text: text too long");
+  const uint64_t seq = begin_collective();
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(static_cast<size_t>(size_));
+  std::vector<MPI_Request> reqs(1);
+  int rc = MPI_Igather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, comm_, &reqs[0]);
+  if (rc != MPI_SUCCESS)
+    fail(seq, CollOp::Gather, std::string("failed: ") + MpiCallFailed(rc, "MPI_Igather").what());
+  wait_all(reqs, seq, CollOp::Gather);
+  std::vector<int> displs(static_cast<size_t>(size_), 0);
+  int64_t total = 0;
+  for (int r = 0; r < size_; ++r) {
+    displs[static_cast<size_t>(r)] = static_cast<int>(total);
+    total += lens[static_cast<size_t>(r)];
+  }
+  if (rank_ == root && total > INT_MAX) throw Error(EXIT_INTERNAL, "gather_text: texts too long");
+  std::string all(static_cast<size_t>(rank_ == root ? total : 0), '\0');
+  rc = MPI_Igatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, root, comm_,
+                    &reqs[0]);
+  if (rc != MPI_SUCCESS)
+    fail(seq, CollOp::Gather, std::string("failed: ") + MpiCallFailed(rc, "MPI_Igatherv").what());
+  wait_all(reqs, seq, CollOp::Gather);
+  std::vector<std::string> out;
+  if (rank_ != root) return out;
+  for (int r = 0; r < size_; ++r)
+    out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]),
+                             static_cast<size_t>(lens[static_cast<size_t>(r)])));
+  return out;
 }
 
 }  // namespace hpc::dist

@@ -1,44 +1,117 @@
 // MpiComm: the Communicator over MPI for host buffers (CPU nodes).
 //
-// Averages are computed as a sum followed by one scale, which is exact for
-// power-of-two world sizes and equal on every rank otherwise. Non-blocking
-// collectives use MPI_Iallreduce; waiting polls MPI_Test so that a peer that
-// never arrives turns into a PeerError after `timeout_s` instead of a hang.
+// Allreduce is RankOrderAllreduce (rank_order_allreduce.h): bitwise the same
+// result for any bucketing, exact averages (one division), progress on every
+// test(). Broadcast, allgather and barrier are MPI's non-blocking
+// collectives. Every wait polls against a deadline (dist.timeout): a peer
+// that never arrives becomes a PeerError (exit 3) whose message, through
+// the HangHandler (the Watchdog), names the rank that is behind. Each wait
+// and test also advances every other allreduce in flight on this
+// communicator, so buckets started during backward keep moving while the
+// main thread waits for something else (a SyncBatchNorm statistic, say).
+//
+// Progress thread (with MPI_THREAD_MULTIPLE): MPI moves data only inside
+// MPI calls, and backward calls in only between layers, so a bucket started
+// before a long layer would sit still until it ends. While allreduces are
+// in flight, a helper thread advances them every 200 µs (one MPI_Testsome
+// each, plus the folds that are due); it sleeps on a condition variable
+// otherwise. All allreduce state is touched under one mutex, so the helper
+// and the main thread never race; the helper never blocks and never
+// throws (an MPI failure it sees is reported by the next wait or test).
+//
+// Works on its own duplicate of the given communicator, so its messages
+// never match anyone else's. The collectives are called from one thread.
 #pragma once
 
 #include <mpi.h>
 
+#include <atomic>
+#include <climits>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include "dist/communicator.h"
+#include "dist/heartbeat.h"
+#include "dist/rank_order_allreduce.h"
 
 namespace hpc::dist {
 
+class MpiAllreduceRequest;
+
 class MpiComm final : public Communicator {
  public:
-  MpiComm(MPI_Comm comm, double timeout_s);
+  // Collective over comm. hb (collective numbers) and hang (timeout reports) may be null;
+  // progress_thread needs MPI_THREAD_MULTIPLE.
+  MpiComm(MPI_Comm comm, double timeout_s, Heartbeat* hb = nullptr, HangHandler* hang = nullptr,
+          bool progress_thread = false);
+  ~MpiComm() override;
+  MpiComm(const MpiComm&) = delete;
+  MpiComm& operator=(const MpiComm&) = delete;
+
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "mpi"; }
   void set_timeout(double seconds) { timeout_s_ = seconds; }
+  double timeout() const { return timeout_s_; }
+  // Largest element count of one MPI message: INT_MAX (MPI counts are int); larger
+  // buffers travel in pieces. Tests lower it to exercise the splitting.
+  void set_max_message(int64_t count) { max_msg_ = count < 1 ? 1 : (count > INT_MAX ? INT_MAX : count); }
 
   void allreduce(const Tensor& buf, ReduceOp op) override;
   std::unique_ptr<Request> allreduce_async(const Tensor& buf, ReduceOp op) override;
   void broadcast(const Tensor& buf, int root) override;
   void allgather(const Tensor& send, const Tensor& recv) override;
   void barrier() override;
+  // Every rank's text, in rank order, at root (empty elsewhere).
+  std::vector<std::string> gather_text(const std::string& mine, int root);
+
+  // Advances every allreduce in flight. Throws PeerError if MPI reports a failure.
+  void progress();
 
  private:
-  MPI_Comm comm_;
+  friend class MpiAllreduceRequest;
+  uint64_t begin_collective();
+  void wait_until(const std::function<bool()>& done, uint64_t seq, CollOp op);
+  void wait_all(std::vector<MPI_Request>& reqs, uint64_t seq, CollOp op);
+  [[noreturn]] void fail(uint64_t seq, CollOp op, const std::string& reason);
+  struct Failure {
+    uint64_t seq;
+    std::string reason;
+  };
+  // One step of every allreduce in flight; mu_ held. Returns the first MPI failure instead of throwing.
+  std::optional<Failure> advance_all_locked();
+  void helper_loop();
+
+  MPI_Comm comm_ = MPI_COMM_NULL;  // our duplicate
   int rank_ = 0, size_ = 1;
   double timeout_s_;
+  Heartbeat* hb_;
+  HangHandler* hang_;
+  int64_t max_msg_ = INT_MAX;
+  uint64_t tags_used_ = 0;  // allreduces started here: tags must agree across ranks
+  uint64_t local_seq_ = 0;  // collective numbers when there is no Heartbeat
+  int tag_span_ = 16383;    // allreduce k uses tags 2·(k mod span) and +1
+  std::mutex mu_;           // guards active_, every allreduce's state, pool_ and helper_failure_
+  std::vector<MpiAllreduceRequest*> active_;
+  ScratchPool pool_;
+  std::optional<Failure> helper_failure_;
+  std::condition_variable work_cv_;
+  bool stop_ = false;
+  std::thread helper_;
 };
 
 MPI_Datatype mpi_type(DType t);
 
 // One-word MPI error check: prints the call, file:line, rank and host, then aborts every rank.
 void mpi_fail(int code, const char* call, const char* file, int line);
-#define mpiCheck(call)                                                   \
-  do {                                                                   \
-    int mpi_check_rc_ = (call);                                          \
+#define mpiCheck(call)                                                                                 \
+  do {                                                                                                 \
+    int mpi_check_rc_ = (call);                                                                        \
     if (mpi_check_rc_ != MPI_SUCCESS) ::hpc::dist::mpi_fail(mpi_check_rc_, #call, __FILE__, __LINE__); \
   } while (0)
 

@@ -16,6 +16,8 @@ std::unique_ptr<Request> SelfComm::allreduce_async(const Tensor&, ReduceOp) {
   return std::make_unique<DoneRequest>();
 }
 
-void SelfComm::allgather(const Tensor& send, const Tensor& recv) { backend::copy(send, recv.view(send.shape())); }
+void SelfComm::allgather(const Tensor& send, const Tensor& recv) {
+  backend::copy(send, recv.view(send.shape()));
+}
 
 }  // namespace hpc::dist

@@ -39,8 +39,8 @@ std::string layer_kind(const std::string& spec) { return spec.substr(0, spec.fin
 
 }  // namespace
 
-Model::Model(const std::string& spec, const Shape& input_shape, DType dtype, uint64_t seed)
-    : input_shape_(input_shape), dtype_(dtype) {
+Model::Model(const std::string& spec, const Shape& input_shape, DType dtype, uint64_t seed, Device device)
+    : input_shape_(input_shape), dtype_(dtype), device_(device) {
   Shape shape = input_shape;
   std::vector<std::vector<ParamSpec>> specs;
   int64_t total = 0;
@@ -55,8 +55,12 @@ Model::Model(const std::string& spec, const Shape& input_shape, DType dtype, uin
   output_shape_ = shape;
   for (size_t i = 0; i < layers_.size(); ++i) spec_ += (i ? " " : "") + layers_[i]->spec();
 
-  params_ = Tensor(Shape{total}, dtype);
-  grads_ = Tensor(Shape{total}, dtype);
+  params_ = Tensor(Shape{total}, dtype, device);
+  grads_ = Tensor(Shape{total}, dtype, device);
+  // A device model is initialised in host memory (float32, or float64 for a
+  // float64 model) and uploaded; a CPU model is initialised in place.
+  const DType init_dtype = dtype == DType::F64 ? DType::F64 : DType::F32;
+  const Tensor init = device == Device::CPU ? params_ : Tensor(Shape{total}, init_dtype);
   uint64_t stream = 1;
   for (size_t i = 0; i < layers_.size(); ++i) {
     std::vector<Tensor> p, g;
@@ -64,12 +68,21 @@ Model::Model(const std::string& spec, const Shape& input_shape, DType dtype, uin
     for (const ParamSpec& ps : specs[i]) {
       p.push_back(params_.slice(offset, ps.shape));
       g.push_back(grads_.slice(offset, ps.shape));
-      init_param(p.back(), ps, seed, stream++);
+      init_param(init.slice(offset, ps.shape), ps, seed, stream++);
       info_.push_back({std::to_string(i) + "." + layer_kind(layers_[i]->spec()) + "." + ps.name,
                        static_cast<int>(i), offset, ps.shape, ps.weight_decay});
       offset += ps.shape.count();
     }
     layers_[i]->bind(p, g);
+  }
+  if (device != Device::CPU) {
+    if (init_dtype == dtype) {
+      backend::copy(init, params_);
+    } else {  // e.g. bfloat16 on the GPU: upload as float32, round there
+      const Tensor staged(Shape{total}, init_dtype, device);
+      backend::copy(init, staged);
+      backend::convert(staged, params_);
+    }
   }
 }
 
@@ -86,16 +99,16 @@ void Model::ensure_activations(int64_t batch) {
   acts_.assign(layers_.size() + 1, Tensor());
   dacts_.assign(layers_.size() + 1, Tensor());
   for (size_t i = 0; i < layers_.size(); ++i) {
-    acts_[i + 1] = Tensor(out_shapes_[i].with_batch(batch), dtype_);
+    acts_[i + 1] = Tensor(out_shapes_[i].with_batch(batch), dtype_, device_);
     // The last layer's output gradient is the caller's (the loss writes it).
-    if (i + 1 < layers_.size()) dacts_[i + 1] = Tensor(out_shapes_[i].with_batch(batch), dtype_);
+    if (i + 1 < layers_.size()) dacts_[i + 1] = Tensor(out_shapes_[i].with_batch(batch), dtype_, device_);
   }
   batch_ = batch;
 }
 
 const Tensor& Model::forward(const Tensor& x, const RunCtx& ctx) {
   check_shape(x, input_shape_.with_batch(x.shape()[0]), "model input");
-  HPC_ASSERT(x.dtype() == dtype_, "model input dtype");
+  HPC_ASSERT(x.dtype() == dtype_ && x.device() == device_, "model input dtype or device");
   ensure_activations(x.shape()[0]);
   acts_[0] = x;
   RunCtx layer_ctx = ctx;

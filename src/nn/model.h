@@ -32,13 +32,18 @@ struct ParamInfo {
 class Model {
  public:
   // Builds every layer for `input_shape` (no batch dim), allocates the flat
-  // buffers in `dtype` and initialises parameters from `seed`.
-  Model(const std::string& spec, const Shape& input_shape, DType dtype, uint64_t seed);
+  // buffers in `dtype` on `device` and initialises parameters from `seed`
+  // (on the host, so every device starts from the same values). Layers keep
+  // their own state (BatchNorm statistics, scratch) on the device of the
+  // tensors they are given.
+  Model(const std::string& spec, const Shape& input_shape, DType dtype, uint64_t seed,
+        Device device = Device::CPU);
 
   const std::string& spec() const { return spec_; }  // canonical text (each layer's spec())
   const Shape& input_shape() const { return input_shape_; }
   const Shape& output_shape() const { return output_shape_; }
   DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
   int num_layers() const { return static_cast<int>(layers_.size()); }
   Layer& layer(int i) { return *layers_[static_cast<size_t>(i)]; }
 
@@ -68,6 +73,7 @@ class Model {
   std::string spec_;
   Shape input_shape_, output_shape_;
   DType dtype_;
+  Device device_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Shape> out_shapes_;      // per layer, no batch dim
   std::vector<int64_t> layer_offset_;  // first flat offset of each layer's parameters

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -21,25 +23,45 @@ namespace hpc::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr int64_t MAX_CONSECUTIVE_SKIPS = 64;  // fp16 overflows in a row: 2^-48 of the initial loss scale
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The compute device: CPU unless CUDA is asked for and usable.
-void choose_device(const std::string& want) {
+// The compute device. cuda: the GPU local rank mod the visible ones (made
+// current here), or a one-line error. auto: the GPU when this build has CUDA
+// and the run can use one (one rank, as long as multi-GPU training is not
+// wired in), else the CPU.
+Device choose_device(const std::string& want, const dist::RankInfo& ri) {
+  if (want == "cpu") return Device::CPU;
+  const int gpus = backend::cuda_device_count();
   if (want == "cuda") {
     if (!backend::cuda_built())
       throw UserError("--train.device cuda: this hpctrain was built without CUDA (rebuild with nvcc present, CUDA=1)");
-    if (backend::cuda_device_count() == 0)
+    if (gpus == 0)
       throw UserError("--train.device cuda: no CUDA device is visible on this node (check CUDA_VISIBLE_DEVICES, "
                       "--gpus-per-node, and 'singularity exec --nv')");
-    throw UserError("--train.device cuda: the CUDA training backend is not available in this version; use "
-                    "--train.device cpu");
+  } else if (!backend::cuda_built() || gpus == 0 || ri.world > 1) {
+    return Device::CPU;
   }
+  if (ri.world > 1)
+    throw UserError("--train.device cuda with " + std::to_string(ri.world) +
+                    " ranks: multi-GPU training needs the NCCL gradient path, which this version does not wire "
+                    "into the trainer yet; run one rank per GPU job, or --train.device cpu");
+  backend::cuda_set_device(ri.local_rank % gpus);
+  return Device::CUDA;
 }
 
 }  // namespace
 
-Trainer::Trainer(const Config& cfg, dist::Context& ctx) : cfg_(cfg), ctx_(ctx), comm_(ctx.host_comm()) {
-  choose_device(cfg.train.device);
+Trainer::Trainer(const Config& cfg, dist::Context& ctx)
+    : cfg_(cfg),
+      ctx_(ctx),
+      comm_(ctx.host_comm()),
+      deadline_(cfg.train.time_limit, std::getenv("SLURM_JOB_END_TIME"), Clock::now(),
+                static_cast<double>(std::time(nullptr))),
+      hooks_(TestHooks::from_env(ctx.world())) {
+  device_ = choose_device(cfg.train.device, ctx.info());
+  ctx.check_backend(device_);  // dist.backend must suit the device: nccl on a CPU run is a one-line error
+  precision_ = std::make_unique<MixedPrecision>(cfg.train.precision, device_);
   blas_threads_ = backend::cpu::configure_threads(ctx.info().local_size);
   train_ = std::make_unique<data::H5Dataset>(cfg.data.path, "train", cfg.data.check == "full");
   const data::SplitInfo& info = train_->info();
@@ -57,14 +79,16 @@ Trainer::Trainer(const Config& cfg, dist::Context& ctx) : cfg_(cfg), ctx_(ctx), 
   global_batch_ = micro_batch_ * ctx.world() * cfg.train.accum_steps;
   sampler_ = std::make_unique<data::DistributedSampler>(
       info.size, micro_batch_ * cfg.train.accum_steps, ctx.world(), ctx.rank(), cfg.train.seed, true,
-      cfg.data.drop_last ? data::PadMode::Drop : data::PadMode::Wrap);
+      // drop_last = false pads the last global batch with masked rows: no sample is seen twice in an epoch.
+      cfg.data.drop_last ? data::PadMode::Drop : data::PadMode::Mask, "data file '" + cfg.data.path + "': /train");
   steps_per_epoch_ = sampler_->batches_per_epoch();
   total_steps_ = cfg.train.steps > 0 ? cfg.train.steps : cfg.train.epochs * steps_per_epoch_;
 
   const int64_t outputs = info.classification ? info.num_classes : info.target_shape.count();
   std::string spec = cfg.model.spec.empty() ? nn::preset_spec(cfg.model.preset, cfg.model.hidden, outputs)
                                             : cfg.model.spec;
-  model_ = std::make_unique<nn::Model>(spec, info.sample_shape, DType::F32, cfg.train.seed);
+  model_ = std::make_unique<nn::Model>(spec, info.sample_shape, precision_->model_dtype(), cfg.train.seed, device_);
+  precision_->attach(model_->params(), model_->grads());
   if (model_->output_shape().count() != outputs)
     throw UserError("model spec: the last layer gives " + model_->output_shape().str() + " outputs but the data has " +
                     std::to_string(outputs) + (info.classification ? " classes" : " targets") +
@@ -78,7 +102,9 @@ Trainer::Trainer(const Config& cfg, dist::Context& ctx) : cfg_(cfg), ctx_(ctx), 
   loss_ = loss == "ce" ? nn::make_cross_entropy(cfg.train.label_smoothing) : nn::make_mse();
 
   peak_lr_ = optim::scaled_lr(cfg.optim, global_batch_, &lr_note_);
-  optimizer_ = optim::Optimizer::create(cfg.optim, model_->params(), optim::decay_ranges_of(model_->param_info()));
+  // The optimizer steps the fp32 master weights of a 16-bit model (the model's own buffer otherwise).
+  optimizer_ = optim::Optimizer::create(cfg.optim, precision_->optimizer_params(),
+                                        optim::decay_ranges_of(model_->param_info()));
   schedule_ = std::make_unique<optim::LrSchedule>(cfg.optim, peak_lr_, total_steps_);
   sync_bn_ = cfg.model.sync_bn == "true" || (cfg.model.sync_bn == "auto" && ctx.world() > 1);
 
@@ -95,14 +121,18 @@ Trainer::Trainer(const Config& cfg, dist::Context& ctx) : cfg_(cfg), ctx_(ctx), 
         throw UserError("rank " + std::to_string(r) + " built a different model than rank " +
                         std::to_string(ctx.rank()) + " (parameter count or spec differ): check that all ranks get "
                         "the same configuration and data file");
-    reducer_ = std::make_unique<dist::GradReducer>(comm_, model_->grads(), cfg.dist.bucket_mb * 1048576.0);
+    std::vector<int64_t> cuts;  // buckets end at parameter boundaries: a tensor is never split
+    for (const nn::ParamInfo& p : model_->param_info()) cuts.push_back(p.offset);
+    reducer_ = std::make_unique<dist::GradReducer>(comm_, model_->grads(), cfg.dist.bucket_mb * 1048576.0, cuts,
+                                                   cfg.dist.overlap);
   }
 
-  x_ = Tensor(info.sample_shape.with_batch(micro_batch_), DType::F32);
-  y_ = info.classification ? Tensor(Shape{micro_batch_}, DType::I32)
-                           : Tensor(info.target_shape.with_batch(micro_batch_), DType::F32);
-  dlogits_ = Tensor(model_->output_shape().with_batch(micro_batch_), DType::F32);
-  indices_.resize(static_cast<size_t>(micro_batch_ * cfg.train.accum_steps));
+  dlogits_ = Tensor(model_->output_shape().with_batch(micro_batch_), precision_->model_dtype(), device_);
+  upload_ = std::make_unique<BatchUpload>(device_, precision_->model_dtype());
+  const data::LoaderOptions loader_options{cfg.data.workers, cfg.data.prefetch,
+                                           BatchUpload::host_allocator(device_)};
+  train_loader_ = std::make_unique<data::Loader>(*train_, micro_batch_, loader_options);
+  if (val_) val_loader_ = std::make_unique<data::Loader>(*val_, micro_batch_, loader_options);
 
   if (ctx.is_root()) {
     std::filesystem::create_directories(cfg.run_dir);
@@ -110,15 +140,27 @@ Trainer::Trainer(const Config& cfg, dist::Context& ctx) : cfg_(cfg), ctx_(ctx), 
     metrics_ = MetricsLog(cfg.run_dir + "/metrics.jsonl");
   }
   progress_ = std::make_unique<Progress>(cfg.log.progress, total_steps_, step_, ctx.is_root(), ctx.world());
+  // Until the first save is timed: parameters twice (flat and per tensor) and
+  // the optimizer state at a modest 200 MB/s, plus a quarter second for fsync.
+  const double state_bytes = 4.0 * static_cast<double>(model_->num_params()) * (2 + optimizer_->state().size());
+  deadline_.set_save_seconds(0.25 + state_bytes / 200e6);
 }
 
 Trainer::~Trainer() = default;
 
 void Trainer::print_header() {
   const dist::RankInfo& ri = ctx_.info();
-  char mine[256];
-  std::snprintf(mine, sizeof mine, "  rank %3d  host %-20s pid %-8d local rank %d/%d  node %d  device cpu (%d BLAS threads)",
-                ri.rank, ri.host.c_str(), ri.pid, ri.local_rank, ri.local_size, ri.node, blas_threads_);
+  char device[160];
+  if (device_ == Device::CUDA) {
+    const backend::DeviceInfo d = backend::cuda_device_info(ri.local_rank % backend::cuda_device_count());
+    std::snprintf(device, sizeof device, "cuda:%d %s (%s, %.0f GiB)", d.index, d.name.c_str(), d.pci_bus_id.c_str(),
+                  double(d.total_bytes) / double(1 << 30));
+  } else {
+    std::snprintf(device, sizeof device, "cpu (%d BLAS threads)", blas_threads_);
+  }
+  char mine[320];
+  std::snprintf(mine, sizeof mine, "  rank %3d  host %-20s pid %-8d local rank %d/%d  node %d  device %s",
+                ri.rank, ri.host.c_str(), ri.pid, ri.local_rank, ri.local_size, ri.node, device);
   std::vector<std::string> lines = ctx_.gather_lines(mine);
   if (!ctx_.is_root()) return;
   std::printf("%s\n", version_report().c_str());
@@ -131,40 +173,62 @@ void Trainer::print_header() {
               static_cast<long long>(info.size), info.sample_shape.str().c_str(), dtype_name(info.x_dtype),
               info.classification ? (", " + std::to_string(info.num_classes) + " classes").c_str() : "");
   if (val_) std::printf(", %lld validation samples", static_cast<long long>(val_->info().size));
+  std::printf("\nloader: %d worker thread(s), %d batches ahead, %s host buffers, %s", cfg_.data.workers,
+              cfg_.data.prefetch, train_loader_->allocator_name(), train_->mapped() ? "data memory-mapped" : "data read with H5Dread");
+  const std::string advice = data::mmap_advice({train_.get(), val_.get()});
+  if (!advice.empty()) std::printf("\n%s", advice.c_str());
   std::printf("\nmodel: %s\n%s", model_->spec().c_str(), model_->summary().c_str());
   std::printf("batch: %lld per rank × %d ranks × %lld accumulation = %lld global; %lld steps/epoch, %lld steps\n",
               static_cast<long long>(micro_batch_), ri.world, static_cast<long long>(cfg_.train.accum_steps),
               static_cast<long long>(global_batch_), static_cast<long long>(steps_per_epoch_),
               static_cast<long long>(total_steps_));
   if (!lr_note_.empty()) std::printf("%s\n", lr_note_.c_str());
+  if (precision_->sixteen_bit())
+    std::printf("precision: %s activations, parameters and gradients; fp32 master weights and optimizer state%s\n",
+                precision_->name().c_str(), precision_->loss_scale() != 1.0 ? "; dynamic loss scaling" : "");
   if (sync_bn_) std::printf("SyncBatchNorm: on (batch statistics over all %d ranks)\n", ri.world);
   if (reducer_)
-    std::printf("gradient all-reduce: %d bucket(s) of ≤ %.1f MiB, overlapped with backward\n",
-                reducer_->num_buckets(), cfg_.dist.bucket_mb);
+    std::printf("gradient all-reduce: %d bucket(s) of ~%.3g MiB, %s, dist.timeout %g s\n", reducer_->num_buckets(),
+                cfg_.dist.bucket_mb, cfg_.dist.overlap ? "overlapped with backward" : "after backward (no overlap)",
+                cfg_.dist.timeout);
   std::fflush(stdout);
+  print_checkpoint_policy();
 }
 
-void Trainer::load_batch(const data::H5Dataset& ds, const int64_t* idx, int64_t n) {
-  ds.gather(idx, n, x_.rows(0, n), y_.rows(0, n));
+void Trainer::start_train_loader() {
+  // Item = one micro-batch: step s, micro-step m is item s·accum + m, and
+  // takes rows [m·b, (m+1)·b) of the rank's part of global batch s.
+  const int64_t accum = cfg_.train.accum_steps;
+  train_loader_->start(step_ * accum, total_steps_ * accum, [this, accum](int64_t item, int64_t* out) {
+    const int64_t step = item / accum;
+    return sampler_->indices(step / steps_per_epoch_, step % steps_per_epoch_, (item % accum) * micro_batch_,
+                             micro_batch_, out);
+  });
 }
 
 void Trainer::train_step(int64_t epoch, int64_t batch, StepTimes& t) {
-  sampler_->indices(epoch, batch, indices_.data());
+  ctx_.on_step(step_ + 1);  // hang reports name the step; test-only fault injection
+  const int64_t accum = cfg_.train.accum_steps;
+  if (train_loader_->position() != step_ * accum || train_loader_->end() != total_steps_ * accum)
+    start_train_loader();
+  // Real samples of this global batch per rank: the global batch, except a drop_last = false tail.
+  const double normalizer = static_cast<double>(sampler_->global_valid(batch)) / ctx_.world();
   model_->zero_grads();
   nn::RunCtx rc;
   rc.training = true;
   rc.seed = cfg_.train.seed;
   rc.comm = sync_bn_ ? &comm_ : nullptr;
   rc.rank = ctx_.rank();
-  const int64_t accum = cfg_.train.accum_steps;
   for (int64_t micro = 0; micro < accum; ++micro) {
     auto t0 = Clock::now();
-    load_batch(*train_, indices_.data() + micro * micro_batch_, micro_batch_);
+    const data::Batch& b = train_loader_->next();  // the wait is the data time the loader did not hide
     auto t1 = Clock::now();
     t.data += std::chrono::duration<double>(t1 - t0).count();
     rc.step = static_cast<uint64_t>(step_ * accum + micro);
-    const Tensor& logits = model_->forward(x_, rc);
-    nn::LossStats s = loss_->forward_backward(logits, y_, micro_batch_, double(micro_batch_ * accum), dlogits_);
+    const auto [x, y] = (*upload_)(b);
+    const Tensor& logits = model_->forward(x, rc);
+    // fp16: the loss gradient is scaled by S (MixedPrecision::unscale divides it out again).
+    nn::LossStats s = loss_->forward_backward(logits, y, b.valid, normalizer / precision_->loss_scale(), dlogits_);
     win_loss_ += s.loss_sum;
     win_count_ += static_cast<double>(s.count);
     win_correct_ += static_cast<double>(s.correct1);
@@ -181,14 +245,38 @@ void Trainer::train_step(int64_t epoch, int64_t batch, StepTimes& t) {
   // The wait in finish() is the communication backward did not hide.
   if (reducer_) t.comm += reducer_->finish();
   auto t2 = Clock::now();
-  last_grad_norm_ = optim::clip_grad_norm(model_->grads(), cfg_.optim.clip_norm);
+  if (!precision_->unscale()) {  // fp16 gradients overflowed: skip the step (the loss scale was lowered)
+    if (precision_->consecutive_skips() >= MAX_CONSECUTIVE_SKIPS)
+      throw UserError("training diverged: " + std::to_string(MAX_CONSECUTIVE_SKIPS) +
+                      " consecutive fp16 steps had inf/NaN gradients (loss scale now " +
+                      std::to_string(precision_->loss_scale()) + "): lower --optim.lr or use --train.precision bf16");
+    t.compute += seconds_since(t2);
+    ++step_;
+    return;
+  }
+  last_grad_norm_ = optim::clip_grad_norm(precision_->optimizer_grads(), cfg_.optim.clip_norm);
   if (!std::isfinite(last_grad_norm_))
     throw UserError("training diverged: the gradient norm is not finite at step " + std::to_string(step_ + 1) +
                     ": lower --optim.lr, add --optim.warmup_steps or set --optim.clip_norm");
   last_lr_ = schedule_->lr_at(step_);
-  optimizer_->step(model_->params(), model_->grads(), last_lr_);
+  optimizer_->step(precision_->optimizer_params(), precision_->optimizer_grads(), last_lr_);
+  precision_->publish();
   t.compute += seconds_since(t2);
   ++step_;
+}
+
+std::string Trainer::device_report() const {
+  const backend::DeviceMemoryStats m = backend::device_memory_stats();
+  char line[200];
+  std::snprintf(line, sizeof line, "      device memory: peak %.1f MiB of %.1f GiB", double(m.peak) / 1048576.0,
+                double(m.total) / double(1 << 30));
+  std::string out = line;
+  if (precision_->loss_scale() != 1.0 || precision_->skipped_steps() > 0) {
+    std::snprintf(line, sizeof line, "; fp16 steps skipped: %lld, loss scale %g",
+                  static_cast<long long>(precision_->skipped_steps()), precision_->loss_scale());
+    out += line;
+  }
+  return out;
 }
 
 void Trainer::log_step(int64_t epoch, const StepTimes& t, double window_s) {
@@ -206,29 +294,35 @@ void Trainer::log_step(int64_t epoch, const StepTimes& t, double window_s) {
       .add("grad_norm", last_grad_norm_).add("samples_per_s", sps).add("data_ms", 1e3 * t.data / steps)
       .add("compute_ms", 1e3 * t.compute / steps).add("comm_ms", 1e3 * t.comm / steps)
       .add("train_acc", sums[2] / std::max(1.0, sums[1]));
+  if (precision_->sixteen_bit())
+    r.add("loss_scale", precision_->loss_scale()).add_int("skipped_steps", precision_->skipped_steps());
+  if (device_ == Device::CUDA) r.add("device_mem_peak_mb", backend::device_memory_stats().peak / 1048576.0);
   metrics_.write(r);
 }
 
 EvalResult Trainer::evaluate() {
   EvalResult res;
   if (!val_) return res;
-  data::DistributedSampler sampler(val_->info().size, micro_batch_, ctx_.world(), ctx_.rank(), 0, false,
-                                   data::PadMode::Mask);
+  // The plan owns the sampler: the loader's threads may outlive an exception thrown here.
+  auto sampler = std::make_shared<data::DistributedSampler>(val_->info().size, micro_batch_, ctx_.world(),
+                                                            ctx_.rank(), 0, false, data::PadMode::Mask);
+  val_loader_->start(0, sampler->batches_per_epoch(),
+                     [sampler](int64_t b, int64_t* out) { return sampler->indices(0, b, out); });
   nn::RunCtx rc;
   rc.training = false;
   rc.seed = cfg_.train.seed;
   double sums[4] = {0, 0, 0, 0};  // loss, count, correct1, correct5
-  std::vector<int64_t> idx(static_cast<size_t>(micro_batch_));
-  for (int64_t b = 0; b < sampler.batches_per_epoch(); ++b) {
-    int64_t valid = sampler.indices(0, b, idx.data());
-    load_batch(*val_, idx.data(), micro_batch_);
-    const Tensor& logits = model_->forward(x_, rc);
-    nn::LossStats s = loss_->forward_backward(logits, y_, valid, 1.0, Tensor());
+  for (int64_t b = 0; b < sampler->batches_per_epoch(); ++b) {
+    const data::Batch& batch = val_loader_->next();
+    const auto [x, y] = (*upload_)(batch);
+    const Tensor& logits = model_->forward(x, rc);
+    nn::LossStats s = loss_->forward_backward(logits, y, batch.valid, 1.0, Tensor());
     sums[0] += s.loss_sum;
     sums[1] += static_cast<double>(s.count);
     sums[2] += static_cast<double>(s.correct1);
     sums[3] += static_cast<double>(s.correct5);
   }
+  val_loader_->stop();  // joins the (finished) workers
   comm_.allreduce(Tensor::borrow(sums, Shape{4}, DType::F64), dist::ReduceOp::Sum);
   res.count = static_cast<int64_t>(sums[1]);
   res.loss = sums[0] / std::max(1.0, sums[1]);
@@ -239,6 +333,7 @@ EvalResult Trainer::evaluate() {
 
 EvalResult Trainer::run() {
   progress_->table_header();
+  last_boundary_ = last_ckpt_time_ = Clock::now();  // step and checkpoint timing start here, after set-up
   EvalResult last;
   auto window_start = Clock::now();
   while (step_ < total_steps_) {
@@ -261,12 +356,19 @@ EvalResult Trainer::run() {
     if (epoch_end && val_) {
       last = evaluate();
       progress_->eval_line(epoch, step_, last.loss, last.acc, last.top5);
+      if (device_ == Device::CUDA) progress_->line(device_report());
       Record r;
       r.add_int("step", step_).add_int("epoch", epoch).add("val_loss", last.loss).add("val_acc", last.acc);
       if (last.top5 >= 0) r.add("val_top5", last.top5);
       metrics_.write(r);
       window_start = Clock::now();  // evaluation time is not training throughput
     }
+    if (checkpoint_or_stop()) break;
+  }
+  if (exit_code_ == EXIT_OK) {
+    // Resumed from a finished run: nothing to train, but the final evaluation is still the answer.
+    if (val_ && last.count == 0) last = evaluate();
+    if (step_ != last_ckpt_step_ && !save_checkpoint("end of training")) exit_code_ = EXIT_BAD_INPUT;
   }
   progress_->done();
   return last;

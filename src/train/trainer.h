@@ -6,13 +6,23 @@
 // the reduction; clip; learning rate from the schedule; fused optimizer
 // step. Rank 0 prints the step table and writes metrics.jsonl; an evaluation
 // closes every epoch when a validation split exists.
+//
+// Checkpoints and early stops: after every step, one tiny allreduce makes all
+// ranks agree on whether to stop (a signal on any rank, the deadline) and on
+// time-based checkpoints; then rank 0 writes RUN_DIR/ckpt-STEP.h5 (every
+// ckpt.every_steps / ckpt.every_minutes, on a stop, at the end). A stop
+// returns from run() early, and exit_code() says 75: requeue me.
 #pragma once
 
+#include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "ckpt/model_state.h"
 #include "config/config.h"
 #include "data/h5_dataset.h"
+#include "data/loader.h"
 #include "data/sampler.h"
 #include "dist/context.h"
 #include "dist/grad_reducer.h"
@@ -20,8 +30,11 @@
 #include "nn/model.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
+#include "train/batch_upload.h"
 #include "train/metrics.h"
+#include "train/mixed_precision.h"
 #include "train/progress.h"
+#include "train/signals.h"
 
 namespace hpc::train {
 
@@ -42,6 +55,18 @@ class Trainer {
   EvalResult run();
   EvalResult evaluate();
 
+  // Resume, in two phases around Context::agree_on_failure (main.cpp): rank 0
+  // finds and reads the checkpoint that --resume names and checks that it
+  // fits this run (UserError otherwise; other ranks do nothing), then every
+  // rank takes rank 0's restored state.
+  void load_resume_checkpoint();
+  void apply_resume_checkpoint();
+  // The process exit code after run(): EXIT_OK; EXIT_REQUEUE (75) when a
+  // signal or the deadline stopped the run early and its checkpoint is
+  // written; EXIT_BAD_INPUT (2) when a checkpoint that had to be written (on
+  // a stop, at the end) could not be (rank 0 printed why).
+  int exit_code() const { return exit_code_; }
+
   nn::Model& model() { return *model_; }
 
  private:
@@ -50,12 +75,25 @@ class Trainer {
   };
   // One optimizer step over global batch `batch` of `epoch`. Adds to the running loss sums.
   void train_step(int64_t epoch, int64_t batch, StepTimes& t);
-  void load_batch(const data::H5Dataset& ds, const int64_t* idx, int64_t n);
+  // (Re)starts the training loader at step_ (first step, or after a resume moved step_).
+  void start_train_loader();
   void log_step(int64_t epoch, const StepTimes& t, double window_s);
+  // "device memory: peak … of …" (and fp16's skipped steps and loss scale), for GPU runs.
+  std::string device_report() const;
+  // At a step boundary, on every rank: agree on stopping, checkpoint when due.
+  // Returns true when the run must stop now.
+  bool checkpoint_or_stop();
+  // Every rank takes part (window sums are gathered); rank 0 writes. Returns
+  // false, on every rank, when the write failed (rank 0 says why).
+  bool save_checkpoint(const std::string& why);
+  void print_checkpoint_policy();
 
   const Config& cfg_;
   dist::Context& ctx_;
   dist::Communicator& comm_;
+  Device device_ = Device::CPU;                // train.device, resolved
+  std::unique_ptr<MixedPrecision> precision_;  // train.precision: master weights, loss scale
+  std::unique_ptr<BatchUpload> upload_;        // batches onto the device, in the model's dtype
   std::unique_ptr<data::H5Dataset> train_, val_;
   std::unique_ptr<data::DistributedSampler> sampler_;
   std::unique_ptr<nn::Model> model_;
@@ -76,12 +114,24 @@ class Trainer {
   bool sync_bn_ = false;
   int blas_threads_ = 1;
 
-  Tensor x_, y_, dlogits_;
-  std::vector<int64_t> indices_;
+  Tensor dlogits_;
+  // Loader threads gather batches ahead (data.workers, data.prefetch); declared
+  // after the datasets and the sampler, so they stop before those go away.
+  std::unique_ptr<data::Loader> train_loader_, val_loader_;
   // Sums over the current logging window (this rank): loss, samples, correct, grad norm.
   double win_loss_ = 0, win_count_ = 0, win_correct_ = 0, last_grad_norm_ = 0, last_lr_ = 0;
   int64_t win_steps_ = 0;
   StepTimes win_times_;
+
+  // Checkpoints and early stops.
+  StopSignals signals_{false};  // left installed until the process exits (see StopSignals)
+  Deadline deadline_;
+  TestHooks hooks_;
+  std::optional<ckpt::Resume> resume_;  // rank 0, between the two resume phases
+  int64_t last_ckpt_step_ = -1;
+  int ckpt_writes_ = 0;
+  std::chrono::steady_clock::time_point last_ckpt_time_, last_boundary_;
+  int exit_code_ = 0;
 };
 
 }  // namespace hpc::train

@@ -38,11 +38,14 @@ Shape BatchNorm::build(const Shape& in, DType dtype) {
     throw_layer_error(text_, "needs an F, CxL or CxHxW input, got " + in.str());
   channels_ = in[0];
   spatial_ = in.count() / channels_;
-  running_mean_ = Tensor(Shape{channels_}, dtype);
-  running_var_ = Tensor(Shape{channels_}, dtype);
+  // Statistics of 16-bit activations are kept in float32: a running variance
+  // nudged by momentum 0.1 would lose most of each update in 8 mantissa bits.
+  const DType stat = dtype == DType::F64 ? DType::F64 : DType::F32;
+  running_mean_ = Tensor(Shape{channels_}, stat);
+  running_var_ = Tensor(Shape{channels_}, stat);
   backend::fill(running_var_, 1.0);
-  mean_ = Tensor(Shape{channels_}, dtype);
-  invstd_ = Tensor(Shape{channels_}, dtype);
+  mean_ = Tensor(Shape{channels_}, stat);
+  invstd_ = Tensor(Shape{channels_}, stat);
   stats_ = Tensor(Shape{2 * channels_ + 1}, DType::F64);
   grad_sums_ = Tensor(Shape{2 * channels_}, DType::F64);
   return in;
@@ -65,7 +68,27 @@ std::vector<std::pair<std::string, Tensor>> BatchNorm::buffers() {
   return {{"running_mean", running_mean_}, {"running_var", running_var_}};
 }
 
+// The layer's state lives where its input does: built on the host, it moves
+// (running statistics copied) the first time it sees a tensor on another
+// device. Until then buffers() are host tensors, which is what the start-up
+// broadcast and a checkpoint restore before training expect.
+void BatchNorm::follow_device(Device device) {
+  if (running_mean_.device() == device) return;
+  auto moved = [device](const Tensor& t, bool keep_values) {
+    Tensor out(t.shape(), t.dtype(), device);
+    if (keep_values) backend::copy(t, out);
+    return out;
+  };
+  running_mean_ = moved(running_mean_, true);
+  running_var_ = moved(running_var_, true);
+  mean_ = moved(mean_, false);
+  invstd_ = moved(invstd_, false);
+  stats_ = moved(stats_, false);
+  grad_sums_ = moved(grad_sums_, false);
+}
+
 void BatchNorm::forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) {
+  follow_device(x.device());
   batch_stats_ = ctx.training;
   if (batch_stats_) {
     backend::batchnorm_stats(x, channels_, spatial_, stats_);

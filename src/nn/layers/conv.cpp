@@ -1,17 +1,7 @@
-// 2-D convolution (NCHW, square kernel) lowered to GEMM.
-//
-// Forward, per chunk of n samples:
-//   cols [C·k·k, n·P] = im2col(x)          P = Ho·Wo
-//   out  [OC, n·P]    = W [OC, C·k·k] · cols      (one GEMM for the chunk)
-//   y    [n, OC, P]   = swap(out)          (+ bias)
-// Backward: dyᵀ [OC, n·P] = swap(dy); dW += dyᵀ·colsᵀ; dcols = Wᵀ·dyᵀ; dx = col2im(dcols).
-// Batching samples into one GEMM matters for small feature maps (7×7 at the
-// end of a CNN gives P = 49: per-sample GEMMs would be far too thin). The
-// columns are recomputed in backward rather than kept: im2col is cheap next
-// to the GEMMs and this keeps the memory one chunk, not one batch.
-#include <algorithm>
-
-#include "backend/ops_core.h"
+// 2-D convolution (NCHW, square kernel): argument checks, shapes and
+// parameters here; the computation is backend::conv2d_forward/backward
+// (ops_conv.h), which is cuDNN on the GPU and im2col + GEMM on the CPU.
+#include "backend/ops_conv.h"
 #include "core/error.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/layers.h"
@@ -40,7 +30,6 @@ Shape Conv2d::build(const Shape& in, DType dtype) {
   geom_.channels = in[0];
   geom_.height = in[1];
   geom_.width = in[2];
-  dtype_ = dtype;
   const int64_t k = geom_.kernel, p = geom_.pad;
   if (k > geom_.height + 2 * p || k > geom_.width + 2 * p)
     throw_layer_error(text_, "kernel " + std::to_string(k) + " larger than the " + std::to_string(geom_.height) +
@@ -68,49 +57,12 @@ void Conv2d::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& 
 
 int64_t Conv2d::forward_flops() const { return 2 * out_ * geom_.col_rows() * geom_.out_pixels(); }
 
-int64_t Conv2d::chunk_samples(int64_t batch) const {
-  const int64_t per_sample = geom_.col_rows() * geom_.out_pixels();
-  return std::clamp<int64_t>(column_budget_ / per_sample, 1, std::max<int64_t>(batch, 1));
-}
-
 void Conv2d::forward(const Tensor& x, const Tensor& y, const RunCtx&) {
-  const int64_t batch = x.shape()[0], pixels = geom_.out_pixels(), rows = geom_.col_rows();
-  const int64_t chunk = chunk_samples(batch);
-  for (int64_t s0 = 0; s0 < batch; s0 += chunk) {
-    const int64_t n = std::min(chunk, batch - s0);
-    const Tensor ys = y.rows(s0, s0 + n);
-    const Tensor cols = scratch(cols_, Shape{rows, n * pixels}, dtype_);
-    backend::im2col(x.rows(s0, s0 + n), geom_, cols);
-    if (n == 1) {  // [OC, P] is already the sample's NCHW layout
-      backend::gemm(false, false, out_, pixels, rows, 1.0, weight_, cols, 0.0, ys);
-      continue;
-    }
-    const Tensor out = scratch(gemm_out_, Shape{out_, n * pixels}, dtype_);
-    backend::gemm(false, false, out_, n * pixels, rows, 1.0, weight_, cols, 0.0, out);
-    backend::swap_leading_dims(out, ys, out_, n, pixels);
-  }
-  if (has_bias_) backend::add_bias(y, bias_, out_, pixels);
+  backend::conv2d_forward(x, weight_, bias_, geom_, y, scratch_);
 }
 
 void Conv2d::backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tensor& dx, const RunCtx&) {
-  const int64_t batch = x.shape()[0], pixels = geom_.out_pixels(), rows = geom_.col_rows();
-  if (has_bias_) backend::bias_grad(dy, dbias_, out_, pixels);
-  const int64_t chunk = chunk_samples(batch);
-  for (int64_t s0 = 0; s0 < batch; s0 += chunk) {
-    const int64_t n = std::min(chunk, batch - s0);
-    const Tensor cols = scratch(cols_, Shape{rows, n * pixels}, dtype_);
-    backend::im2col(x.rows(s0, s0 + n), geom_, cols);
-    const Tensor dys = dy.rows(s0, s0 + n);
-    Tensor dyt = dys;  // [OC, n·P]; one sample is already in that layout
-    if (n > 1) {
-      dyt = scratch(gemm_out_, Shape{out_, n * pixels}, dtype_);
-      backend::swap_leading_dims(dys, dyt, n, out_, pixels);
-    }
-    backend::gemm(false, true, out_, rows, n * pixels, 1.0, dyt, cols, 1.0, dweight_);
-    if (!dx.defined()) continue;
-    backend::gemm(true, false, rows, n * pixels, out_, 1.0, weight_, dyt, 0.0, cols);  // cols ← dcols
-    backend::col2im(cols, geom_, dx.rows(s0, s0 + n));
-  }
+  backend::conv2d_backward(x, weight_, dy, geom_, dweight_, dbias_, dx, scratch_);
 }
 
 }  // namespace hpc::nn

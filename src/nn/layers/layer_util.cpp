@@ -96,8 +96,9 @@ void ArgReader::finish() const {
       fail("unknown argument '" + key + "'" + (names_.empty() ? "" : " (arguments: " + join(names_) + ")"));
 }
 
-Tensor scratch(Tensor& buf, const Shape& shape, DType dtype) {
-  if (!buf.defined() || buf.dtype() != dtype || buf.count() < shape.count()) buf = Tensor(shape, dtype);
+Tensor scratch(Tensor& buf, const Shape& shape, DType dtype, Device device) {
+  if (!buf.defined() || buf.dtype() != dtype || buf.device() != device || buf.count() < shape.count())
+    buf = Tensor(shape, dtype, device);
   return buf.slice(0, shape);
 }
 

@@ -49,9 +49,10 @@ class ArgReader {
 };
 
 // A view of `buf` shaped `shape`, reallocating buf only when it is too small
-// (or of another dtype): a smaller batch (the last one of an epoch) reuses the
-// memory, and steady-state training allocates nothing.
-Tensor scratch(Tensor& buf, const Shape& shape, DType dtype);
+// (or of another dtype or device): a smaller batch (the last one of an epoch)
+// reuses the memory, and steady-state training allocates nothing. Layers pass
+// the device of the tensors they were given, so scratch lives where they do.
+Tensor scratch(Tensor& buf, const Shape& shape, DType dtype, Device device = Device::CPU);
 
 // The shortest text of a double that reads back to the same value (0.1 → "0.1"), for spec() texts.
 std::string number_text(double v);

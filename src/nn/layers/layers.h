@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/ops_conv.h"
 #include "backend/ops_nn.h"
 #include "nn/layer.h"
 
@@ -43,8 +44,9 @@ class Linear final : public Layer {
   Tensor weight_, bias_, dweight_, dbias_;
 };
 
-// Convolution as im2col + GEMM. The columns of a chunk of samples sit side by
-// side ([C·k·k, n·Ho·Wo]) so each chunk is ONE large GEMM; the chunk size is
+// Convolution through backend::conv2d_forward/backward (ops_conv.h): cuDNN on
+// the GPU; on the CPU im2col + GEMM, the columns of a chunk of samples side
+// by side ([C·k·k, n·Ho·Wo]) so each chunk is ONE large GEMM, the chunk size
 // bounded by a column budget so memory stays bounded for any batch.
 class Conv2d final : public Layer {
  public:
@@ -58,22 +60,16 @@ class Conv2d final : public Layer {
                 const RunCtx& ctx) override;
   int64_t forward_flops() const override;
 
-  // Elements of the column buffer; tests make it small to exercise chunking.
-  void set_column_budget(int64_t elements) { column_budget_ = elements; }
+  // Elements of the CPU column buffer; tests make it small to exercise chunking.
+  void set_column_budget(int64_t elements) { scratch_.column_budget = elements; }
 
  private:
-  int64_t chunk_samples(int64_t batch) const;
-
   std::string text_;
   int64_t out_ = 0;
   bool has_bias_ = true;
   backend::ConvGeometry geom_;
-  DType dtype_ = DType::F32;
-  // 4 MiB of float columns: large enough for a wide GEMM, small enough to stay in L3
-  // while the GEMM reads it (measured best of 2^18..2^22 on CIFAR/MNIST-sized layers).
-  int64_t column_budget_ = int64_t(1) << 20;
   Tensor weight_, bias_, dweight_, dbias_;
-  Tensor cols_, gemm_out_;  // scratch: columns (reused for their gradient), [OC, n·P]
+  backend::ConvScratch scratch_;  // reused from call to call
 };
 
 // maxpool / avgpool: square windows, no padding; the windows must tile the input.
@@ -124,6 +120,8 @@ class BatchNorm final : public Layer {
                 const RunCtx& ctx) override;
 
  private:
+  void follow_device(Device device);
+
   std::string text_;
   double eps_ = 1e-5, momentum_ = 0.1;
   int64_t channels_ = 0, spatial_ = 1;
@@ -200,7 +198,7 @@ class Residual final : public Layer {
     Tensor grads[2];           // gradients between layers, ping-ponged (never dy and dx at once)
   };
   Shape build_branch(Branch& b, const Shape& in, DType dtype);
-  Tensor act(Branch& b, size_t j, int64_t batch);
+  Tensor act(Branch& b, size_t j, int64_t batch, Device device);
   void forward_branch(Branch& b, const Tensor& x, const RunCtx& ctx, uint64_t first_child);
   // Backpropagates dy through the branch; its first layer writes dx (which may be undefined).
   void backward_branch(Branch& b, const Tensor& x, const Tensor& dy, const Tensor& dx, const RunCtx& ctx,

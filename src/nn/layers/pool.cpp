@@ -42,7 +42,7 @@ void Pool2d::forward(const Tensor& x, const Tensor& y, const RunCtx&) {
     backend::avg_pool_forward(x, geom_, y);
     return;
   }
-  const Tensor arg = scratch(argmax_, y.shape(), DType::I32);
+  const Tensor arg = scratch(argmax_, y.shape(), DType::I32, y.device());
   backend::max_pool_forward(x, geom_, y, arg);
 }
 

@@ -128,15 +128,15 @@ int64_t Residual::forward_flops() const {
   return f;
 }
 
-Tensor Residual::act(Branch& b, size_t j, int64_t batch) {
-  return scratch(b.acts[j], b.out_shapes[j].with_batch(batch), dtype_);
+Tensor Residual::act(Branch& b, size_t j, int64_t batch, Device device) {
+  return scratch(b.acts[j], b.out_shapes[j].with_batch(batch), dtype_, device);
 }
 
 void Residual::forward_branch(Branch& b, const Tensor& x, const RunCtx& ctx, uint64_t first_child) {
   const int64_t n = x.shape()[0];
   Tensor in = x;
   for (size_t j = 0; j < b.layers.size(); ++j) {
-    const Tensor out = act(b, j, n);
+    const Tensor out = act(b, j, n, x.device());
     b.layers[j]->forward(in, out, child_ctx(ctx, first_child + j));
     in = out;
   }
@@ -147,9 +147,10 @@ void Residual::backward_branch(Branch& b, const Tensor& x, const Tensor& dy, con
   const int64_t n = x.shape()[0];
   Tensor g = dy;  // gradient of layer j's output
   for (size_t j = b.layers.size(); j-- > 0;) {
-    const Tensor in = j == 0 ? x : act(b, j - 1, n);
-    const Tensor g_in = j == 0 ? dx : scratch(b.grads[j % 2], b.out_shapes[j - 1].with_batch(n), dtype_);
-    b.layers[j]->backward(in, act(b, j, n), g, g_in, child_ctx(ctx, first_child + j));
+    const Tensor in = j == 0 ? x : act(b, j - 1, n, x.device());
+    const Tensor g_in =
+        j == 0 ? dx : scratch(b.grads[j % 2], b.out_shapes[j - 1].with_batch(n), dtype_, x.device());
+    b.layers[j]->backward(in, act(b, j, n, x.device()), g, g_in, child_ctx(ctx, first_child + j));
     g = g_in;
   }
 }
@@ -157,13 +158,13 @@ void Residual::backward_branch(Branch& b, const Tensor& x, const Tensor& dy, con
 void Residual::forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) {
   const int64_t n = x.shape()[0];
   forward_branch(body_, x, ctx, 0);
-  const Tensor body_out = act(body_, body_.layers.size() - 1, n);
+  const Tensor body_out = act(body_, body_.layers.size() - 1, n, x.device());
   if (short_.layers.empty()) {
     backend::elementwise_add(body_out, x, y);
     return;
   }
   forward_branch(short_, x, ctx, body_.layers.size());
-  backend::elementwise_add(body_out, act(short_, short_.layers.size() - 1, n), y);
+  backend::elementwise_add(body_out, act(short_, short_.layers.size() - 1, n, x.device()), y);
 }
 
 void Residual::backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tensor& dx, const RunCtx& ctx) {
@@ -172,7 +173,7 @@ void Residual::backward(const Tensor& x, const Tensor&, const Tensor& dy, const 
     if (dx.defined()) backend::elementwise_add(dx, dy, dx);
     return;
   }
-  const Tensor short_dx = dx.defined() ? scratch(short_dx_, x.shape(), dtype_) : Tensor();
+  const Tensor short_dx = dx.defined() ? scratch(short_dx_, x.shape(), dtype_, x.device()) : Tensor();
   backward_branch(short_, x, dy, short_dx, ctx, body_.layers.size());
   if (dx.defined()) backend::elementwise_add(dx, short_dx, dx);
 }

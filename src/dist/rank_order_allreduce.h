@@ -1,0 +1,130 @@
+// The allreduce MpiComm runs: a reduce-scatter and an allgather over
+// non-blocking point-to-point messages, reducing every element in rank order.
+//
+// Why not MPI_Iallreduce: Open MPI's non-blocking allreduce on an in-place
+// buffer is a binomial reduce + broadcast (libnbc), 2–3× slower than the
+// blocking MPI_Allreduce for large buffers, and the result of an element
+// may depend on the message size that an MPI library's algorithm choice
+// sees, so different gradient bucket sizes could give different bits.
+//
+// Here, rank r owns chunk r (elements [n·r/p, n·(r+1)/p)). Every rank sends
+// chunk q to its owner q; the owner folds the p contributions strictly in
+// rank order, ((x₀ ∘ x₁) ∘ x₂) ∘ …, divides once by p for an average, and
+// sends the result back to everyone (allgather). Hence:
+//   * every element is reduced in the same order whatever the buffer's size
+//     or offset: any bucketing gives bitwise the same gradients, and every
+//     rank holds the same bits (the owner's result);
+//   * each rank sends and receives 2·n·(p−1)/p elements, like a ring, in two
+//     rounds instead of 2(p−1);
+//   * progress() advances the state machine without blocking, so calling it
+//     between layers of backward overlaps the reduction with computation;
+//   * counts above INT_MAX travel as several messages of ≤ max_msg elements.
+// At most 8 contributions are buffered at a time (8·n/p scratch elements);
+// contributions are folded as they arrive, in order.
+#pragma once
+
+#include <mpi.h>
+
+#include <stdexcept>
+#include <vector>
+
+#include "core/tensor.h"
+#include "dist/communicator.h"
+
+namespace hpc::dist {
+
+// An MPI call returned an error (e.g. a peer's connection broke).
+class MpiCallFailed : public std::runtime_error {
+ public:
+  MpiCallFailed(int code, const char* call);
+};
+
+// Scratch buffers reused across collectives, so that a step does not page-fault fresh memory.
+class ScratchPool {
+ public:
+  class Lease {
+   public:
+    Lease() = default;
+    Lease(ScratchPool* pool, std::vector<char> buf) : pool_(pool), buf_(std::move(buf)) {}
+    Lease(Lease&& o) noexcept : pool_(o.pool_), buf_(std::move(o.buf_)) { o.pool_ = nullptr; }
+    Lease& operator=(Lease&& o) noexcept;
+    ~Lease();
+    char* data() { return buf_.data(); }
+
+   private:
+    void give_back() noexcept;
+    ScratchPool* pool_ = nullptr;
+    std::vector<char> buf_;
+  };
+  ScratchPool() { free_.reserve(MAX_FREE); }
+  Lease get(size_t bytes);
+
+ private:
+  static constexpr size_t MAX_FREE = 16;  // reserved: giving a buffer back never allocates
+  std::vector<std::vector<char>> free_;
+};
+
+class RankOrderAllreduce {
+ public:
+  // Posts the first messages. buf is reduced in place; it and the pool must outlive this object.
+  RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm comm, int tag, int64_t max_msg,
+                     ScratchPool& pool);
+  ~RankOrderAllreduce();
+  RankOrderAllreduce(const RankOrderAllreduce&) = delete;
+  RankOrderAllreduce& operator=(const RankOrderAllreduce&) = delete;
+
+  // Advances without blocking; true once the result is in buf. Throws MpiCallFailed.
+  bool progress();
+
+ private:
+  enum class Kind { RsSend, RsRecv, AgSend, AgRecv };
+  // One message to or from a peer (several requests when it exceeds max_msg).
+  struct Transfer {
+    Kind kind = Kind::RsSend;
+    int peer = -1;
+    int remaining = 0;  // requests not yet complete
+    bool posted = false;
+    bool done() const { return posted && remaining == 0; }
+  };
+  struct Slot {
+    char* data = nullptr;  // count(r) elements of scratch
+    Transfer t;            // RsRecv of the contribution it holds (t.peer)
+  };
+  int64_t lo(int q) const { return n_ * q / p_; }
+  int64_t count(int q) const { return lo(q + 1) - lo(q); }
+  char* chunk(int q) const { return base_ + lo(q) * static_cast<int64_t>(esize_); }
+  void post(Transfer& t, Kind kind, int peer, char* data, int64_t count);
+  // One MPI_Testsome over every request in flight; reacts to sends that completed.
+  void poll();
+  void give_slot(int s);
+  void fold(int q);
+  void finish_chunk();
+
+  char* base_;
+  int64_t n_;
+  DType dtype_;
+  size_t esize_;
+  MPI_Datatype mtype_;
+  ReduceOp op_;
+  MPI_Comm comm_;
+  int r_ = 0, p_ = 1, tag_;
+  int64_t max_msg_;
+
+  // Every request ever posted (MPI_REQUEST_NULL once complete) and the transfer it belongs to;
+  // at most 4·(p−1) transfers, so the arrays stay small and Testsome needs no compaction.
+  std::vector<MPI_Request> reqs_;
+  std::vector<Transfer*> owner_;
+  std::vector<int> completed_;
+  int live_ = 0;
+  std::vector<Transfer> rs_send_, ag_recv_, ag_send_;  // per peer; never resized after construction
+  std::vector<Slot> slots_;
+  std::vector<int> slot_of_;  // per peer: the slot its contribution went to, or -1
+  std::vector<int> order_;    // peers in fold order (rank order without me)
+  size_t next_post_ = 0;      // order_[next_post_] is the next contribution to get a slot
+  int fold_next_ = 0;         // next rank to fold
+  char* acc_ = nullptr;       // running fold before my own turn (r > 0): rank 0's slot, kept until then
+  ScratchPool::Lease scratch_;
+  bool ag_started_ = false, done_ = false;
+};
+
+}  // namespace hpc::dist

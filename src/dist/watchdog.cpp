@@ -1,0 +1,197 @@
+// Watchdog (see watchdog.h).
+#include "dist/watchdog.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+
+#include "core/error.h"
+
+namespace hpc::dist {
+
+namespace {
+
+constexpr int TAG_QUERY = 1;
+constexpr int TAG_STATE = 2;
+constexpr auto POLL = std::chrono::milliseconds(20);
+constexpr double ANSWER_WINDOW_S = 2.0;   // live watchdogs answer within ~20 ms
+constexpr double REPORTER_GRACE_S = 5.0;  // non-reporters wait this long for the reporter's abort
+constexpr double BACKSTOP_EXTRA_S = 10.0;
+
+}  // namespace
+
+// The answer to "where are you?": the Heartbeat, fixed-size (same binary on every rank).
+struct Watchdog::StateMsg {
+  int64_t step;
+  uint64_t started;
+  uint64_t waiting_on;
+  int32_t waiting_op;
+  int32_t pad;
+  double state_s;
+};
+
+Watchdog::Watchdog(MPI_Comm world, std::vector<PeerInfo> peers, Heartbeat& hb, double timeout_s,
+                   bool with_thread)
+    : peers_(std::move(peers)), hb_(hb), timeout_s_(timeout_s), with_thread_(with_thread) {
+  MPI_Comm_dup(world, &comm_);
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  if (with_thread_ && size_ > 1) thread_ = std::thread([this] { serve(); });
+}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void Watchdog::serve() {
+  int query = 0;
+  MPI_Request incoming = MPI_REQUEST_NULL;
+  MPI_Irecv(&query, 1, MPI_INT, MPI_ANY_SOURCE, TAG_QUERY, comm_, &incoming);
+  std::vector<std::pair<MPI_Request, std::unique_ptr<StateMsg>>> replies;
+  std::unique_lock<std::mutex> lock(stop_mu_);
+  while (!stop_cv_.wait_for(lock, POLL, [this] { return stop_; })) {
+    lock.unlock();
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Test(&incoming, &flag, &st) == MPI_SUCCESS && flag) {
+      auto msg = std::make_unique<StateMsg>(StateMsg{hb_.step(), hb_.started(), hb_.waiting_on(),
+                                                     static_cast<int32_t>(hb_.waiting_op()), 0,
+                                                     hb_.state_seconds()});
+      MPI_Request r;
+      if (MPI_Isend(msg.get(), sizeof(StateMsg), MPI_BYTE, st.MPI_SOURCE, TAG_STATE, comm_, &r) ==
+          MPI_SUCCESS)
+        replies.emplace_back(r, std::move(msg));
+      MPI_Irecv(&query, 1, MPI_INT, MPI_ANY_SOURCE, TAG_QUERY, comm_, &incoming);
+    }
+    for (size_t i = 0; i < replies.size();) {
+      int done = 0;
+      MPI_Test(&replies[i].first, &done, MPI_STATUS_IGNORE);
+      if (done) {
+        replies[i] = std::move(replies.back());
+        replies.pop_back();
+      } else {
+        ++i;
+      }
+    }
+    backstop();
+    lock.lock();
+  }
+  lock.unlock();
+  MPI_Cancel(&incoming);
+  MPI_Wait(&incoming, MPI_STATUS_IGNORE);
+  // Replies are 40-byte eager sends and complete at once; one still pending at shutdown went to a
+  // rank that is failing: it is left to MPI (with its buffer, a few bytes) rather than waited for.
+  const double until = monotonic_seconds() + 0.1;
+  for (auto& [r, msg] : replies) {
+    int done = 0;
+    while (!done && monotonic_seconds() < until) MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+    if (!done) {
+      MPI_Request_free(&r);
+      msg.release();
+    }
+  }
+}
+
+void Watchdog::backstop() {
+  const uint64_t seq = hb_.waiting_on();
+  // While the main thread explains, this thread must stay free to answer the other ranks.
+  if (seq == 0 || explaining_ || hb_.state_seconds() < timeout_s_.load() + BACKSTOP_EXTRA_S) return;
+  // The main thread's own deadline should have fired long ago (it polls); it is blocked somewhere that does
+  // not.
+  std::string text =
+      explain(seq, hb_.waiting_op(),
+              "did not complete within " + std::to_string(static_cast<int>(timeout_s_.load())) +
+                  " s (dist.timeout; ended by the watchdog)");
+  std::fprintf(stderr, "hpctrain: error on rank %d: %s\n", rank_, text.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, EXIT_PEER);
+}
+
+std::vector<PeerState> Watchdog::ask_everyone() {
+  std::vector<PeerState> states(static_cast<size_t>(size_));
+  PeerState& mine = states[static_cast<size_t>(rank_)];
+  mine.answered = true;
+  mine.step = hb_.step();
+  mine.started = hb_.started();
+  mine.waiting_on = hb_.waiting_on();
+  mine.waiting_op = hb_.waiting_op();
+  mine.state_s = hb_.state_seconds();
+
+  std::vector<StateMsg> answers(static_cast<size_t>(size_));
+  std::vector<MPI_Request> recvs(static_cast<size_t>(size_), MPI_REQUEST_NULL);
+  std::vector<MPI_Request> sends(static_cast<size_t>(size_), MPI_REQUEST_NULL);
+  query_out_ = rank_;
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    MPI_Irecv(&answers[static_cast<size_t>(q)], sizeof(StateMsg), MPI_BYTE, q, TAG_STATE, comm_,
+              &recvs[static_cast<size_t>(q)]);
+    MPI_Isend(&query_out_, 1, MPI_INT, q, TAG_QUERY, comm_, &sends[static_cast<size_t>(q)]);
+  }
+  const double deadline = monotonic_seconds() + ANSWER_WINDOW_S;
+  int missing = size_ - 1;
+  while (missing > 0 && monotonic_seconds() < deadline) {
+    for (int q = 0; q < size_; ++q) {
+      MPI_Request& r = recvs[static_cast<size_t>(q)];
+      if (r == MPI_REQUEST_NULL) continue;
+      int done = 0;
+      if (MPI_Test(&r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        r = MPI_REQUEST_NULL;  // an error from a dead peer's connection: it does not answer
+        --missing;
+        continue;
+      }
+      if (!done) continue;
+      const StateMsg& a = answers[static_cast<size_t>(q)];
+      PeerState& s = states[static_cast<size_t>(q)];
+      s.answered = true;
+      s.step = a.step;
+      s.started = a.started;
+      s.waiting_on = a.waiting_on;
+      s.waiting_op = static_cast<CollOp>(a.waiting_op);
+      s.state_s = a.state_s;
+      --missing;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  char host[256] = "";
+  gethostname(host, sizeof host);
+  for (int q = 0; q < size_; ++q) {
+    MPI_Request& r = recvs[static_cast<size_t>(q)];
+    if (r != MPI_REQUEST_NULL) {
+      MPI_Cancel(&r);  // a cancelled receive completes locally, so nothing writes into answers later
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
+    // Queries to silent ranks may never complete: MPI keeps them (query_out_ outlives them).
+    if (sends[static_cast<size_t>(q)] != MPI_REQUEST_NULL) MPI_Request_free(&sends[static_cast<size_t>(q)]);
+    PeerState& s = states[static_cast<size_t>(q)];
+    if (!s.answered && peers_[static_cast<size_t>(q)].host == host)
+      s.proc = probe_process(peers_[static_cast<size_t>(q)].pid);
+  }
+  return states;
+}
+
+std::string Watchdog::explain(uint64_t seq, CollOp op, const std::string& reason) {
+  explaining_ = true;
+  std::lock_guard<std::mutex> lock(explain_mu_);
+  if (explained_) return *explained_;
+  const bool asked = with_thread_ && size_ > 1;
+  std::vector<PeerState> states = asked ? ask_everyone() : std::vector<PeerState>(static_cast<size_t>(size_));
+  HangReport rep = describe_hang(rank_, seq, op, hb_.step(), reason, peers_, states, asked);
+  if (rep.reporter != rank_) {
+    // The reporter prints and aborts the job, which normally ends this process during the pause.
+    const double until = monotonic_seconds() + REPORTER_GRACE_S;
+    while (monotonic_seconds() < until) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  explained_ = rep.text;
+  return rep.text;
+}
+
+}  // namespace hpc::dist
