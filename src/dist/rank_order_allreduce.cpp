@@ -2,6 +2,7 @@
 #include "dist/rank_order_allreduce.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "core/error.h"
@@ -11,6 +12,8 @@ namespace hpc::dist {
 namespace {
 
 constexpr int MAX_SLOTS = 8;
+// Below this many bytes received per rank, one round (everyone sends everyone everything) beats two.
+constexpr int64_t DIRECT_BYTES = 64 * 1024;
 
 MPI_Datatype reduce_type(DType t) {
   switch (t) {
@@ -132,25 +135,30 @@ RankOrderAllreduce::RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm 
   ag_recv_.resize(static_cast<size_t>(p_));
   ag_send_.resize(static_cast<size_t>(p_));
   slot_of_.assign(static_cast<size_t>(p_), -1);
+  direct_ = p_ > 1 && n_ > 0 && n_ * static_cast<int64_t>(esize_) * (p_ - 1) <= DIRECT_BYTES;
 
-  const int64_t mine = count(r_);
+  const int64_t mine = incoming();
   for (int q = 0; q < p_; ++q)
     if (q != r_) order_.push_back(q);
   if (mine > 0 && p_ > 1) {
     // With one slot kept for the running fold, at least one must remain for the others.
     const int nslots = std::min<int>(p_ - 1, std::max(2, MAX_SLOTS));
     const size_t slot_bytes = static_cast<size_t>(mine) * esize_;
-    scratch_ = pool.get(static_cast<size_t>(nslots) * slot_bytes);
+    scratch_ = pool.get(static_cast<size_t>(nslots + (direct_ ? 1 : 0)) * slot_bytes);
     slots_.resize(static_cast<size_t>(nslots));
     for (int s = 0; s < nslots; ++s) {
       slots_[static_cast<size_t>(s)].data = scratch_.data() + static_cast<size_t>(s) * slot_bytes;
       give_slot(s);
     }
+    if (direct_) acc_ = scratch_.data() + static_cast<size_t>(nslots) * slot_bytes;
   }
   // Sends start at the next rank up, so that not every rank queues at rank 0 first.
   for (int k = 1; k < p_; ++k) {
     const int q = (r_ + k) % p_;
-    if (count(q) > 0) post(rs_send_[static_cast<size_t>(q)], Kind::RsSend, q, chunk(q), count(q));
+    if (direct_)
+      post(rs_send_[static_cast<size_t>(q)], Kind::RsSend, q, base_, n_);
+    else if (count(q) > 0)
+      post(rs_send_[static_cast<size_t>(q)], Kind::RsSend, q, chunk(q), count(q));
   }
 }
 
@@ -204,7 +212,7 @@ void RankOrderAllreduce::poll() {
     Transfer& t = *owner_[static_cast<size_t>(completed_[static_cast<size_t>(i)])];
     --live_;
     // Chunk q's result may land only after my send of chunk q (the same memory) has completed.
-    if (--t.remaining == 0 && t.kind == Kind::RsSend)
+    if (--t.remaining == 0 && t.kind == Kind::RsSend && !direct_)
       post(ag_recv_[static_cast<size_t>(t.peer)], Kind::AgRecv, t.peer, chunk(t.peer), count(t.peer));
   }
 }
@@ -216,10 +224,23 @@ void RankOrderAllreduce::give_slot(int s) {
   if (next_post_ >= order_.size()) return;
   const int q = order_[next_post_++];
   slot_of_[static_cast<size_t>(q)] = s;
-  post(slot.t, Kind::RsRecv, q, slot.data, count(r_));
+  post(slot.t, Kind::RsRecv, q, slot.data, incoming());
 }
 
 void RankOrderAllreduce::fold(int q) {
+  if (direct_) {
+    // The whole buffer, into acc_ (the buffer itself is still being sent): the same operations, in the
+    // same order, as the owner of each element computes in the two-round scheme.
+    const char* x = q == r_ ? base_ : slots_[static_cast<size_t>(slot_of_[static_cast<size_t>(q)])].data;
+    if (q == 0)
+      std::memcpy(acc_, x, static_cast<size_t>(n_) * esize_);
+    else
+      dispatch(dtype_, [&]<typename T>() {
+        fold_into_left(op_, reinterpret_cast<T*>(acc_), reinterpret_cast<const T*>(x), n_);
+      });
+    if (q != r_) give_slot(slot_of_[static_cast<size_t>(q)]);
+    return;
+  }
   const int64_t n = count(r_);
   char* own = chunk(r_);
   if (q == r_) {
@@ -246,9 +267,9 @@ void RankOrderAllreduce::fold(int q) {
 
 void RankOrderAllreduce::finish_chunk() {
   if (op_ != ReduceOp::Avg || p_ == 1) return;
-  const int64_t n = count(r_);
+  const int64_t n = direct_ ? n_ : count(r_);
   dispatch(dtype_, [&]<typename T>() {
-    T* x = reinterpret_cast<T*>(chunk(r_));
+    T* x = reinterpret_cast<T*>(direct_ ? acc_ : chunk(r_));
     const T div = static_cast<T>(p_);
     for (int64_t i = 0; i < n; ++i) x[i] = x[i] / div;
   });
@@ -258,7 +279,7 @@ bool RankOrderAllreduce::progress() {
   if (done_) return true;
   poll();
   // Reduce-scatter: fold the contributions to my chunk in rank order, as they arrive.
-  if (count(r_) == 0) fold_next_ = p_;
+  if (incoming() == 0) fold_next_ = p_;
   while (fold_next_ < p_) {
     const int q = fold_next_;
     if (q != r_) {
@@ -269,17 +290,20 @@ bool RankOrderAllreduce::progress() {
     fold(q);
     ++fold_next_;
   }
-  if (fold_next_ == p_ && !ag_started_) {
+  if (fold_next_ == p_ && !folded_) {
     finish_chunk();
-    for (int k = 1; k < p_ && count(r_) > 0; ++k) {
+    for (int k = 1; k < p_ && count(r_) > 0 && !direct_; ++k) {
       const int q = (r_ + k) % p_;
       post(ag_send_[static_cast<size_t>(q)], Kind::AgSend, q, chunk(r_), count(r_));
     }
-    ag_started_ = true;
+    folded_ = true;
     poll();
   }
   // Every allgather receive is posted once its send completed, so nothing live means everything arrived.
-  done_ = ag_started_ && live_ == 0;
+  if (folded_ && live_ == 0) {
+    if (direct_ && p_ > 1) std::memcpy(base_, acc_, static_cast<size_t>(n_) * esize_);  // the sends are done
+    done_ = true;
+  }
   return done_;
 }
 
