@@ -37,7 +37,12 @@ VERSION     := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 # -Wno-restrict: GCC 12 false positive on std::string concatenation (GCC bug 105329).
 WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-restrict
 CPPFLAGS := -Isrc -I. $(MPI_CFLAGS) $(HDF5_CFLAGS) $(BLAS_CFLAGS) \
-            -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1 -DHPCTRAIN_VERSION='"$(VERSION)"' -DHPCTRAIN_COMMIT='"$(GIT_COMMIT)"'
+            -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1
+# The version strings go only into the two files that print them, so a new commit
+# does not change every object's command line (and ccache keeps its hits).
+VERSION_DEFS := -DHPCTRAIN_VERSION='"$(VERSION)"' -DHPCTRAIN_COMMIT='"$(GIT_COMMIT)"'
+$(BUILD)/obj/src/config/version.o $(BUILD)/obj/src/doctor/versions.o $(BUILD)/obj/data_tools/hpcdata.o \
+  $(BUILD)/obj/src/train/trainer_checkpoint.o: CPPFLAGS += $(VERSION_DEFS)
 # -fno-math-errno: sqrt/exp set no errno, so loops that call them vectorise (no other
 # IEEE semantics change: no -ffast-math, results stay bitwise reproducible).
 CXXFLAGS ?= -O3 -g -fno-math-errno $(ARCH_FLAGS)
@@ -147,10 +152,101 @@ bench: all
 bench-quick: all
 	@bench/run.sh --quick
 
+# clang-format check, clang-tidy (.clang-tidy; compile database from `make -n` in
+# $(LINT_BUILD)) and cppcheck over every C++/CUDA source; see scripts/lint.sh.
+LINT_BUILD ?= build-lint
 lint:
-	@scripts/lint.sh
+	@scripts/install-deps.sh --lint
+	@LINT_BUILD=$(LINT_BUILD) scripts/lint.sh
 
 clean:
 	rm -rf $(BUILD)
+
+# ---- sanitizers (scripts/sanitize.sh, tests/sanitizers/) ---------------------
+#   make asan / asan-test   AddressSanitizer + UBSan, CPU-only, in build-asan: every unit
+#                           test, then a 2-rank MNIST run with save + resume, LeakSanitizer on
+#   make tsan / tsan-test   ThreadSanitizer in build-tsan: loader, dist and the MPI programs
+# Each variant is this Makefile run again on its own BUILD. The flags travel in the
+# environment, not on the command line, so `CXXFLAGS +=` above still adds -std=c++20.
+# gcc's runtimes (libasan/libubsan/libtsan of the same gcc that mpicxx wraps): one
+# compiler and libstdc++ for every build, and ccache shares the preprocessing.
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+ASAN_CXXFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+TSAN_CXXFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+# MPI programs of the sanitizer suites only (tests/sanitizers/test_*.cpp, main() from tests/mpi/harness.h).
+SAN_MPI_BIN = $(patsubst tests/sanitizers/%.cpp,$(1)/tests/sanitizers/%,$(wildcard tests/sanitizers/test_*.cpp))
+ASAN_TARGETS := $(ASAN_BUILD)/hpctrain $(ASAN_BUILD)/hpcdata $(TEST_SRC:tests/unit/%.cpp=$(ASAN_BUILD)/tests/%) \
+                $(ASAN_BUILD)/tests/mpi/test_dist_collectives $(call SAN_MPI_BIN,$(ASAN_BUILD))
+TSAN_TARGETS := $(TSAN_BUILD)/tests/test_loader $(TSAN_BUILD)/tests/test_dist \
+                $(TSAN_BUILD)/tests/mpi/test_dist_collectives $(TSAN_BUILD)/tests/mpi/test_dist_equivalence \
+                $(call SAN_MPI_BIN,$(TSAN_BUILD))
+# TSan compiles only what those tests link (a third less than all of src/): a new dependency
+# of these folders on one left out shows up as an undefined reference in `make tsan`.
+TSAN_LIB_SRC := $(filter-out src/main.cpp src/backend/cuda/% src/ckpt/% src/config/% src/doctor/% src/train/%,\
+                  $(shell find src -name '*.cpp' | sort))
+SAN_JOBS ?= 2
+.PHONY: asan asan-test tsan tsan-test
+asan: check-deps
+	@CXXFLAGS='$(ASAN_CXXFLAGS)' $(MAKE) --no-print-directory -j$(SAN_JOBS) CUDA=0 BUILD=$(ASAN_BUILD) $(ASAN_TARGETS)
+asan-test: asan
+	@scripts/sanitize.sh asan $(ASAN_BUILD)
+tsan: check-deps
+	@CXXFLAGS='$(TSAN_CXXFLAGS)' $(MAKE) --no-print-directory -j$(SAN_JOBS) CUDA=0 BUILD=$(TSAN_BUILD) \
+	  LIB_SRC='$(TSAN_LIB_SRC)' $(TSAN_TARGETS)
+tsan-test: tsan
+	@scripts/sanitize.sh tsan $(TSAN_BUILD)
+$(BUILD)/tests/sanitizers/%: $(BUILD)/obj/tests/sanitizers/%.o $(LIB)
+	@mkdir -p $(@D)
+	$(MPICXX) $(CXXFLAGS) $^ -o $@ -lgtest $(LDLIBS)
+
+# ---- fuzzing (tests/fuzz/; README "Fuzzing") ---------------------------------
+#   make fuzz [FUZZ_SECONDS=30]   build the libFuzzer targets with clang in $(FUZZ_BUILD) and
+#                                 run each for FUZZ_SECONDS, two at a time (tests/fuzz/run.sh)
+# Only the sources the targets exercise are compiled (no dist/, train/, doctor/, CUDA),
+# instrumented for coverage, ASan and UBSan. `make test` replays every corpus and
+# regression input through the same target sources built by mpicxx with a plain main()
+# ($(BUILD)/tests/fuzz_replay_*; tests/e2e/fuzz_regress.sh), so it needs no clang.
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_CXX     ?= clang++
+FUZZ_SECONDS ?= 30
+FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.cpp,%,$(sort $(wildcard tests/fuzz/fuzz_*.cpp)))
+FUZZ_FLAGS   := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+                -fno-sanitize-recover=undefined -std=c++20 -pthread -MMD -MP
+FUZZ_LIB_SRC := $(filter-out src/backend/cuda/% src/backend/nocuda/%,\
+                  $(filter src/core/% src/backend/% src/nn/% src/optim/% src/config/% src/data/% src/ckpt/%,\
+                    $(shell find src -name '*.cpp' | sort))) $(shell find src/backend/nocuda -name '*.cpp' | sort) \
+                $(wildcard src/dist/fault_injection.cpp)
+FUZZ_TOOL_SRC := $(filter-out data_tools/hpcdata.cpp,$(TOOL_SRC))
+FUZZ_OBJ     := $(patsubst %.cpp,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRC) $(FUZZ_TOOL_SRC))
+FUZZ_BIN     := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)
+FUZZ_REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz_replay_%)
+.PHONY: fuzz fuzz-build fuzz-no-clang
+# Objects reached only through the pattern rules: keep them (make would delete them as intermediates).
+.SECONDARY: $(FUZZ_OBJ) $(FUZZ_NAMES:%=$(FUZZ_BUILD)/obj/tests/fuzz/fuzz_%.o)
+all: $(FUZZ_REPLAY_BIN)
+HAVE_FUZZ_CXX := $(shell command -v $(lastword $(FUZZ_CXX)) 2>/dev/null)
+fuzz-build: $(if $(HAVE_FUZZ_CXX),$(FUZZ_BIN),fuzz-no-clang)
+fuzz-no-clang:
+	@echo "make fuzz: $(lastword $(FUZZ_CXX)) not found: install clang and its runtimes (Debian: clang libclang-rt-14-dev) or set FUZZ_CXX"; exit 2
+# CPU-only (the nocuda/ stubs, no CUDA flags) and on FUZZ_JOBS cores whatever make was given.
+FUZZ_JOBS ?= 2
+fuzz:
+	@$(MAKE) --no-print-directory CUDA=0 -j$(FUZZ_JOBS) fuzz-build
+	@FUZZ_JOBS=$(FUZZ_JOBS) tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+$(FUZZ_BUILD)/obj/%.o: %.cpp
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) $(CPPFLAGS) $(FUZZ_FLAGS) -c $< -o $@
+
+$(FUZZ_BUILD)/fuzz_%: $(FUZZ_BUILD)/obj/tests/fuzz/fuzz_%.o $(FUZZ_OBJ)
+	$(FUZZ_CXX) $(FUZZ_FLAGS) -fsanitize=fuzzer $^ -o $@ $(LDLIBS)
+
+$(FUZZ_REPLAY_BIN): $(BUILD)/tests/fuzz_replay_%: $(BUILD)/obj/tests/fuzz/fuzz_%.o \
+                    $(BUILD)/obj/tests/fuzz/replay_main.o $(FUZZ_TOOL_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB)
+	@mkdir -p $(@D)
+	$(MPICXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
+
+-include $(shell find $(FUZZ_BUILD)/obj -name '*.d' 2>/dev/null)
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -56,6 +56,7 @@ double memcpy_gbs(int threads, double min_seconds) {
     int passes = 0;
     while (seconds_since(t0) < min_seconds / 3) {
       std::vector<std::thread> pool;
+      pool.reserve(static_cast<size_t>(threads));
       for (int t = 0; t < threads; ++t)
         pool.emplace_back([&, t] { std::memcpy(dst[t].data(), src[t].data(), bytes); });
       for (auto& th : pool) th.join();

@@ -33,13 +33,16 @@ double seconds(Clock::time_point t0) { return std::chrono::duration<double>(Cloc
 
 // Time of the GEMMs of one training step of a stack of Linear layers with these widths.
 double sgemm_step_seconds(const std::vector<int>& widths, int batch, int reps, double* flops) {
-  struct G { int m, n, k; bool ta, tb; };
+  struct G {
+    int m, n, k;
+    bool ta, tb;
+  };
   std::vector<G> gemms;
   *flops = 0;
   for (size_t i = 0; i + 1 < widths.size(); ++i) {
     int in = widths[i], out = widths[i + 1];
-    gemms.push_back({batch, out, in, false, true});   // y = x·Wᵀ
-    gemms.push_back({out, in, batch, true, false});   // dW = dyᵀ·x
+    gemms.push_back({batch, out, in, false, true});              // y = x·Wᵀ
+    gemms.push_back({out, in, batch, true, false});              // dW = dyᵀ·x
     if (i > 0) gemms.push_back({batch, in, out, false, false});  // dx = dy·W (not for the first layer)
     *flops += 2.0 * batch * in * out * (i > 0 ? 3 : 2);
   }
@@ -52,8 +55,9 @@ double sgemm_step_seconds(const std::vector<int>& widths, int batch, int reps, d
   auto run = [&] {
     for (size_t i = 0; i < gemms.size(); ++i) {
       const G& g = gemms[i];
-      cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans, g.m, g.n, g.k,
-                  1.0f, a[i].data(), g.ta ? g.m : g.k, b[i].data(), g.tb ? g.k : g.n, 0.0f, c[i].data(), g.n);
+      cblas_sgemm(CblasRowMajor, g.ta ? CblasTrans : CblasNoTrans, g.tb ? CblasTrans : CblasNoTrans, g.m, g.n,
+                  g.k, 1.0f, a[i].data(), g.ta ? g.m : g.k, b[i].data(), g.tb ? g.k : g.n, 0.0f, c[i].data(),
+                  g.n);
     }
   };
   for (int r = 0; r < 20; ++r) run();
@@ -75,7 +79,8 @@ int main(int argc, char** argv) {
   oc.name = "adam";
   auto opt = optim::Optimizer::create(oc, model.params(), {});
   auto loss = nn::make_cross_entropy(0.0);
-  Tensor x(Shape{batch, 1, 28, 28}, DType::F32), y(Shape{batch}, DType::I32), dl(Shape{batch, 10}, DType::F32);
+  Tensor x(Shape{batch, 1, 28, 28}, DType::F32), y(Shape{batch}, DType::I32),
+      dl(Shape{batch, 10}, DType::F32);
   Rng rng(3);
   for (int64_t i = 0; i < x.count(); ++i) x.data<float>()[i] = float(rng.uniform());
   for (int i = 0; i < batch; ++i) y.data<int32_t>()[i] = int32_t(rng.below(10));
@@ -100,8 +105,8 @@ int main(int argc, char** argv) {
 
   std::printf("# mlp 784-512-512-10, batch %d, Adam, %d BLAS thread(s), %d steps\n", batch, threads, steps);
   std::printf("%-28s %12s %12s %10s\n", "what", "ms/step", "GFLOP/s", "samples/s");
-  std::printf("%-28s %12.3f %12.2f %10.0f\n", "hpctrain training step", 1e3 * step_s, step_flops / step_s / 1e9,
-              batch / step_s);
+  std::printf("%-28s %12.3f %12.2f %10.0f\n", "hpctrain training step", 1e3 * step_s,
+              step_flops / step_s / 1e9, batch / step_s);
   std::printf("%-28s %12.3f %12.2f %10.0f\n", "sgemm, same shapes", 1e3 * gemm_s, gemm_flops / gemm_s / 1e9,
               batch / gemm_s);
   std::printf("step_vs_sgemm %.3f   (GFLOP/s of the step / GFLOP/s of sgemm at its shapes; target >= 0.75)\n",

@@ -16,7 +16,7 @@
 namespace hpc::data_tools {
 
 struct PackOptions {
-  std::string from;                     // mnist-idx | cifar10-bin | npy | csv
+  std::string from;                     // mnist-idx | cifar10-bin | npy | csv | text
   std::vector<std::string> inputs;      // DIR, or the input files
   std::vector<std::string> val_inputs;  // --val: a separate validation input of the same kind
   std::string out;                      // output .h5
@@ -29,6 +29,7 @@ struct PackOptions {
   char delimiter = ',';   // csv
   int64_t classes = 0;    // npy, csv: num_classes (0 = largest label + 1)
   std::optional<double> scale, mean, std;  // uint8 inputs of npy: attributes (default 1/255, data mean, std)
+  int64_t context = 64;  // text: each split must hold a window of context + 1 tokens (gpt-tiny's context)
 };
 
 // hpcdata pack: checks the options, then reads the input with the format's
@@ -40,6 +41,8 @@ PackJob read_mnist_idx(const PackOptions& opt);
 PackJob read_cifar10_bin(const PackOptions& opt);
 PackJob read_npy(const PackOptions& opt);
 PackJob read_csv(const PackOptions& opt);
+// text is a token stream, not x/y rows: it writes through `w` itself and commits (pack_text.cpp).
+void pack_text(DatasetWriter& w, const PackOptions& opt);
 
 struct SynthOptions {
   std::string out;

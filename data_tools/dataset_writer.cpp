@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -30,6 +31,8 @@ hid_t file_type(DType t) {
   switch (t) {
     case DType::U8:
       return H5T_STD_U8LE;
+    case DType::U16:
+      return H5T_STD_U16LE;
     case DType::I32:
       return H5T_STD_I32LE;
     case DType::F32:
@@ -44,6 +47,8 @@ hid_t memory_type(DType t) {
   switch (t) {
     case DType::U8:
       return H5T_NATIVE_UINT8;
+    case DType::U16:
+      return H5T_NATIVE_UINT16;
     case DType::I32:
       return H5T_NATIVE_INT32;
     case DType::F32:
@@ -156,6 +161,19 @@ void DatasetWriter::set_attr(const std::string& dataset, const std::string& attr
   H5Handle a = H5Handle::attr(h5_check(
       H5Acreate2(obj.id(), attr.c_str(), H5T_STD_I64LE, space.id(), H5P_DEFAULT, H5P_DEFAULT), what));
   h5_check(H5Awrite(a.id(), H5T_NATIVE_INT64, &value), what);
+}
+
+void DatasetWriter::set_attr(const std::string& dataset, const std::string& attr, const std::string& value) {
+  data::H5QuietErrors quiet;
+  const std::string what = "cannot write attribute " + attr + " of " + dataset;
+  H5Handle obj = H5Handle::dataset(h5_check(H5Dopen2(file_.id(), dataset.c_str(), H5P_DEFAULT), what));
+  H5Handle space = H5Handle::space(h5_check(H5Screate(H5S_SCALAR), what));
+  H5Handle type = H5Handle::type(h5_check(H5Tcopy(H5T_C_S1), what));
+  // Fixed-length (h5py reads it as bytes).
+  h5_check(H5Tset_size(type.id(), std::max<size_t>(1, value.size())), what);
+  H5Handle a = H5Handle::attr(
+      h5_check(H5Acreate2(obj.id(), attr.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT), what));
+  h5_check(H5Awrite(a.id(), type.id(), value.c_str()), what);
 }
 
 void DatasetWriter::commit() {

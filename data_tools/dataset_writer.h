@@ -30,7 +30,7 @@ class DatasetWriter {
   DatasetWriter& operator=(const DatasetWriter&) = delete;
 
   // Writes `name` (e.g. "/train/x", parent groups created) from host memory
-  // holding shape.count() elements of `dtype` (U8, I32 or F32) in native order.
+  // holding shape.count() elements of `dtype` (U8, U16, I32 or F32) in native order.
   void write(const std::string& name, const void* data, DType dtype, const Shape& shape);
   // The same in pieces, for data larger than memory: create() the dataset
   // (shape[0] rows), then write_rows() every row exactly once, in any order.
@@ -39,6 +39,7 @@ class DatasetWriter {
   // Scalar attributes on a dataset written before.
   void set_attr(const std::string& dataset, const std::string& attr, double value);
   void set_attr(const std::string& dataset, const std::string& attr, int64_t value);
+  void set_attr(const std::string& dataset, const std::string& attr, const std::string& value);
 
   // Makes the file visible under its final name. Nothing may be written after.
   void commit();

@@ -26,6 +26,7 @@ usage:
                [--scale S --mean M --std D] [--val-fraction F] [--force]
   hpcdata pack --from csv FILE [--val FILE] -o OUT.h5 [--label-col C | --targets K] [--delimiter D]
                [--classes K] [--val-fraction F] [--force]
+  hpcdata pack --from text FILE... [--val FILE...] -o OUT.h5 [--val-fraction F] [--context T] [--force]
   hpcdata synth -o OUT.h5 [--samples N] [--val N] [--shape 1x28x28] [--classes K | --regression K]
                 [--dtype uint8|float32] [--noise S] [--seed S] [--force]
   hpcdata inspect FILE
@@ -54,6 +55,12 @@ pack --from csv FILE
   Features: every column but the label (default the last; --label-col INDEX|NAME),
   stored as float32 [N, F]; or --targets K: the last K columns are float32 targets.
   Files may be gzipped. --delimiter ',' by default.
+pack --from text FILE...
+  Language-model data: the files' bytes, concatenated, are the tokens (byte-level
+  tokenizer: lossless, vocabulary 256), stored as uint16 /train/tokens and /val/tokens
+  with vocab_size=256 tokenizer=byte. /val is the last --val-fraction of the text
+  (default 0.05), or the --val files; each split must hold one window of --context + 1
+  tokens (default 64, gpt-tiny's context). hpctrain cuts them into model.context windows.
 common pack options
   -o, --output FILE   the output
   --force             replace FILE if it exists
@@ -145,6 +152,7 @@ bool output_option(const std::vector<std::string>& args, size_t& i, std::string&
 int cmd_pack(const std::vector<std::string>& args) {
   PackOptions opt;
   bool in_val = false;  // positional arguments after --val belong to the validation input
+  bool context_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (is_help(a)) {
@@ -177,6 +185,9 @@ int cmd_pack(const std::vector<std::string>& args) {
       opt.scale = parse_double("--scale", option_value(args, i, "--scale"));
     } else if (matches(a, "--mean")) {
       opt.mean = parse_double("--mean", option_value(args, i, "--mean"));
+    } else if (matches(a, "--context")) {
+      opt.context = parse_int("--context", option_value(args, i, "--context"), 1);
+      context_given = true;
     } else if (matches(a, "--std")) {
       opt.std = parse_double("--std", option_value(args, i, "--std"));
     } else if (!a.empty() && a[0] == '-') {
@@ -185,10 +196,12 @@ int cmd_pack(const std::vector<std::string>& args) {
       (in_val ? opt.val_inputs : opt.inputs).push_back(a);
     }
   }
-  if (opt.from.empty()) usage_error("pack needs --from mnist-idx|cifar10-bin|npy|csv");
-  if (opt.from != "mnist-idx" && opt.from != "cifar10-bin" && opt.from != "npy" && opt.from != "csv")
-    usage_error("pack: unknown --from " + opt.from + "; use mnist-idx, cifar10-bin, npy or csv");
+  if (opt.from.empty()) usage_error("pack needs --from mnist-idx|cifar10-bin|npy|csv|text");
+  if (opt.from != "mnist-idx" && opt.from != "cifar10-bin" && opt.from != "npy" && opt.from != "csv" &&
+      opt.from != "text")
+    usage_error("pack: unknown --from " + opt.from + "; use mnist-idx, cifar10-bin, npy, csv or text");
   if (opt.inputs.empty()) usage_error("pack --from " + opt.from + " needs its input");
+  if (context_given && opt.from != "text") usage_error("--context applies to pack --from text only");
   if (opt.out.empty()) usage_error("pack needs -o OUT.h5");
   if (opt.std && *opt.std == 0) usage_error("--std must not be 0");
   pack(opt);

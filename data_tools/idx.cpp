@@ -111,11 +111,12 @@ std::vector<uint8_t> read_whole_file(const std::string& path) {
   if (!f.get()) throw UserError(path + ": cannot open (" + std::strerror(errno) + ")");
   std::vector<uint8_t> data;
   for (;;) {
-    const size_t old = data.size();
-    data.resize(old + 16 * CHUNK);
-    const size_t got = read_some(f, data.data() + old, 16 * CHUNK, path);
+    // Doubling from 64 KiB up to 16 MiB steps: a small file costs no 16 MiB buffer.
+    const size_t old = data.size(), want = std::clamp<size_t>(old, size_t(64) << 10, 16 * CHUNK);
+    data.resize(old + want);
+    const size_t got = read_some(f, data.data() + old, want, path);
     data.resize(old + got);
-    if (got < 16 * CHUNK) return data;
+    if (got < want) return data;
   }
 }
 

@@ -19,6 +19,7 @@
 #include "data/h5_dataset.h"
 #include "data/h5_handle.h"
 #include "data/sample_source.h"
+#include "data/token_dataset.h"
 
 namespace hpc::data_tools {
 
@@ -51,6 +52,10 @@ std::string attr_text(hid_t obj, const std::string& name) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%s=%.9g", name.c_str(), v);
     return buf;
+  }
+  if (cls == H5T_STRING && H5Tis_variable_str(t.id()) == 0) {  // tokenizer=byte
+    std::string v(H5Tget_size(t.id()), '\0');
+    if (H5Aread(a.id(), t.id(), v.data()) >= 0) return name + "=" + v.substr(0, v.find('\0'));
   }
   return name + "=<" + data::h5_type_name(t.id()) + ">";
 }
@@ -181,6 +186,15 @@ int inspect_file(const std::string& path) {
     if (!data::H5Dataset::has_split(path, split)) continue;
     any = true;
     try {
+      if (data::TokenDataset::has_tokens(path, split)) {
+        // Windows depend on the model's context; the tokens themselves do not (context 1: any 2 tokens).
+        data::TokenDataset ds(path, split, 1, data::OpenOptions{true, true});
+        std::printf("%s: OK, %lld tokens (%s), vocabulary %lld from %s%s\n", split,
+                    static_cast<long long>(ds.num_tokens()), dtype_name(ds.token_dtype()),
+                    static_cast<long long>(ds.vocab()), ds.vocab_source().c_str(),
+                    ds.tokenizer().empty() ? "" : (", tokenizer " + ds.tokenizer()).c_str());
+        continue;
+      }
       data::H5Dataset ds(path, split, /*full_check=*/true);
       std::printf("%s: OK, %s\n", split, verdict(ds.info()).c_str());
     } catch (const UserError& e) {

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 #include "commands.h"
@@ -92,7 +93,7 @@ std::vector<int64_t> parse_shape(const std::string& v, const std::string& path) 
 }
 
 double element(const uint8_t* p, const NpyHeader& h) {
-  uint8_t b[8];
+  uint8_t b[8] = {};  // item_size is 1, 2, 4 or 8 (checked when the header was read)
   for (int i = 0; i < h.item_size; ++i)
     b[i] = h.big_endian ? p[h.item_size - 1 - i] : p[i];  // to little-endian
   auto as = [&]<typename T>() {
@@ -213,9 +214,14 @@ Array npy_array(const std::string& path, const NpyHeader& h, DType to) {
                  if (to == DType::U8 && h.kind == 'u' && h.item_size == 1) {
                    std::memcpy(out, raw.data(), bytes);
                  } else if (to == DType::F32) {
-                   for (int64_t i = 0; i < count; ++i)
-                     static_cast<float*>(out)[i] =
-                         static_cast<float>(element(raw.data() + i * h.item_size, h));
+                   for (int64_t i = 0; i < count; ++i) {
+                     const double v = element(raw.data() + i * h.item_size, h);
+                     // hpctrain refuses NaN/Inf inputs: say so now, naming the row, not at training time.
+                     if (!(std::fabs(v) <= std::numeric_limits<float>::max()))
+                       throw UserError(path + ": value " + format_number(v) + " at row " +
+                                       std::to_string(first + i / per) + " is not a finite float32");
+                     static_cast<float*>(out)[i] = static_cast<float>(v);
+                   }
                  } else {
                    HPC_ASSERT(to == DType::I32, "npy_array: unsupported target dtype");
                    for (int64_t i = 0; i < count; ++i) {

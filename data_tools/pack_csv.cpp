@@ -11,6 +11,7 @@
 // otherwise one error line names the file, the line and the column.
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -84,10 +85,15 @@ Table read_table(const std::string& path, char delim) {
                       std::to_string(width) + " (every row needs the same number of columns; delimiter '" +
                       std::string(1, delim) + "')");
     std::vector<double> row(width);
-    for (size_t c = 0; c < width; ++c)
+    for (size_t c = 0; c < width; ++c) {
+      const std::string column = t.header.empty() ? std::to_string(c) : quoted(t.header[c]);
       if (!parse_number(cells[c], row[c]))
-        throw UserError(where + ": column " + (t.header.empty() ? std::to_string(c) : quoted(t.header[c])) +
-                        " " + quoted(cells[c]) + " is not a finite number");
+        throw UserError(where + ": column " + column + " " + quoted(cells[c]) + " is not a finite number");
+      // Features and targets are stored as float32, where a larger value would become Inf.
+      if (std::fabs(row[c]) > std::numeric_limits<float>::max())
+        throw UserError(where + ": column " + column + " " + quoted(cells[c]) +
+                        " is outside the float32 range (|x| <= 3.4e38)");
+    }
     t.rows.push_back(std::move(row));
     t.line_of.push_back(line_no);
   }

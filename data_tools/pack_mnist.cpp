@@ -74,6 +74,7 @@ void pack(const PackOptions& opt) {
   if (opt.inputs.empty())
     throw UserError("pack --from " + opt.from + " needs its input (see hpcdata --help)");
   DatasetWriter w(opt.out, opt.force);  // the output is checked before any input is read
+  if (opt.from == "text") return pack_text(w, opt);
   PackJob job;
   if (opt.from == "mnist-idx")
     job = read_mnist_idx(opt);
@@ -84,7 +85,7 @@ void pack(const PackOptions& opt) {
   else if (opt.from == "csv")
     job = read_csv(opt);
   else
-    throw UserError("pack: unknown --from " + opt.from + " (mnist-idx, cifar10-bin, npy or csv)");
+    throw UserError("pack: unknown --from " + opt.from + " (mnist-idx, cifar10-bin, npy, csv or text)");
   write_packed(w, job);
 }
 

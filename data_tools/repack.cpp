@@ -90,6 +90,7 @@ void repack(const std::string& in, const std::string& out, bool force) {
     std::printf("repack: not copied (not part of the dataset layout): %s\n", skipped.c_str());
 
   PackJob job;
+  // cppcheck-suppress nullPointerRedundantCheck ; train or val is set (checked at the top)
   job.train = split_of(file, in, train ? *train : *val);
   if (train && val) job.val = split_of(file, in, *val);
   if (!train) job.train_name = "val";

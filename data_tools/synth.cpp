@@ -59,7 +59,7 @@ struct Model {
   }
 };
 
-Array x_array(std::shared_ptr<const Model> m, int64_t base, int64_t n, const Shape& shape) {
+Array x_array(const std::shared_ptr<const Model>& m, int64_t base, int64_t n, const Shape& shape) {
   return Array{m->u8 ? DType::U8 : DType::F32, shape.with_batch(n),
                [m, base](int64_t first, int64_t count, void* out) {
                  std::vector<double> v;
@@ -77,7 +77,7 @@ Array x_array(std::shared_ptr<const Model> m, int64_t base, int64_t n, const Sha
                }};
 }
 
-Array y_array(std::shared_ptr<const Model> m, int64_t base, int64_t n) {
+Array y_array(const std::shared_ptr<const Model>& m, int64_t base, int64_t n) {
   if (m->targets == 0)
     return Array{DType::I32, Shape{n}, [m, base](int64_t first, int64_t count, void* out) {
                    for (int64_t r = 0; r < count; ++r)

@@ -20,8 +20,8 @@
 namespace hpc::kernels {
 
 struct LossScale {
-  float scale = 65536.0f;     // 2^16, GradScaler's init_scale
-  int32_t good_steps = 0;     // finite steps since the last change of scale
+  float scale = 65536.0f;  // 2^16, GradScaler's init_scale
+  int32_t good_steps = 0;  // finite steps since the last change of scale
   float growth_factor = 2.0f;
   float backoff_factor = 0.5f;
   int32_t growth_interval = 2000;

@@ -58,8 +58,8 @@ __global__ void finalize_kernel(const double* stats, int64_t channels, double ep
 }
 
 template <typename S>
-__global__ void running_inverse_kernel(const S* running_mean, const S* running_var, int64_t channels, double eps,
-                                       S* mean, S* invstd) {
+__global__ void running_inverse_kernel(const S* running_mean, const S* running_var, int64_t channels,
+                                       double eps, S* mean, S* invstd) {
   for (int64_t c = thread_index(); c < channels; c += grid_stride()) {
     mean[c] = running_mean[c];
     invstd[c] = S(1.0 / sqrt(static_cast<double>(running_var[c]) + eps));
@@ -67,8 +67,9 @@ __global__ void running_inverse_kernel(const S* running_mean, const S* running_v
 }
 
 template <typename T>
-__global__ void normalize_kernel(const T* x, const compute_t<T>* mean, const compute_t<T>* invstd, const T* gamma,
-                                 const T* beta, T* y, int64_t n, int64_t channels, int64_t spatial) {
+__global__ void normalize_kernel(const T* x, const compute_t<T>* mean, const compute_t<T>* invstd,
+                                 const T* gamma, const T* beta, T* y, int64_t n, int64_t channels,
+                                 int64_t spatial) {
   for (int64_t i = thread_index(); i < n; i += grid_stride()) {
     const int64_t c = (i / spatial) % channels;
     y[i] = bn_normalize_element(x[i], mean[c], invstd[c], gamma[c], beta[c]);
@@ -76,12 +77,13 @@ __global__ void normalize_kernel(const T* x, const compute_t<T>* mean, const com
 }
 
 template <typename T>
-__global__ void grad_finish_kernel(const double* partials, const compute_t<T>* invstd, double* grad_sums, T* dgamma,
-                                   T* dbeta, int64_t channels, int64_t splits) {
+__global__ void grad_finish_kernel(const double* partials, const compute_t<T>* invstd, double* grad_sums,
+                                   T* dgamma, T* dbeta, int64_t channels, int64_t splits) {
   using C = compute_t<T>;
   for (int64_t c = thread_index(); c < channels; c += grid_stride()) {
     const double sum_dy = channel_total(partials, 0, c, channels, splits);
-    const double sum_dy_xhat = channel_total(partials, 1, c, channels, splits) * static_cast<double>(invstd[c]);
+    const double sum_dy_xhat =
+        channel_total(partials, 1, c, channels, splits) * static_cast<double>(invstd[c]);
     grad_sums[c] = sum_dy;
     grad_sums[channels + c] = sum_dy_xhat;
     dgamma[c] = T(C(dgamma[c]) + C(sum_dy_xhat));
@@ -105,8 +107,8 @@ __global__ void dx_coeffs_kernel(const compute_t<T>* invstd, const T* gamma, con
 }
 
 template <typename T>
-__global__ void dx_kernel(const T* x, const T* dy, const compute_t<T>* mean, const compute_t<T>* coeffs, T* dx,
-                          int64_t n, int64_t channels, int64_t spatial) {
+__global__ void dx_kernel(const T* x, const T* dy, const compute_t<T>* mean, const compute_t<T>* coeffs,
+                          T* dx, int64_t n, int64_t channels, int64_t spatial) {
   for (int64_t i = thread_index(); i < n; i += grid_stride()) {
     const int64_t c = (i / spatial) % channels;
     dx[i] = bn_dx_element(x[i], dy[i], mean[c], coeffs[c], coeffs[channels + c], coeffs[2 * channels + c]);
@@ -114,7 +116,8 @@ __global__ void dx_kernel(const T* x, const T* dy, const compute_t<T>* mean, con
 }
 
 dim3 channel_grid(int64_t rows, int64_t channels, int64_t spatial) {
-  return dim3(static_cast<unsigned>(channels), static_cast<unsigned>(channel_splits(rows * spatial, channels)));
+  return dim3(static_cast<unsigned>(channels),
+              static_cast<unsigned>(channel_splits(rows * spatial, channels)));
 }
 
 }  // namespace
@@ -128,7 +131,7 @@ void bn_stats(const T* x, int64_t rows, int64_t channels, int64_t spatial, doubl
   channel_partials_kernel<2><<<grid, BLOCK, 0, stream>>>(StatsTerm<T>{x}, rows, channels, spatial, partials);
   cudaLaunchCheck();
   stats_finish_kernel<<<grid_for(channels), BLOCK, 0, stream>>>(partials, stats, channels, grid.y,
-                                                                 static_cast<double>(rows * spatial));
+                                                                static_cast<double>(rows * spatial));
   cudaLaunchCheck();
 }
 
@@ -143,14 +146,14 @@ void bn_finalize(const double* stats, int64_t channels, double eps, double momen
 template <typename S>
 void bn_running_inverse(const S* running_mean, const S* running_var, int64_t channels, double eps, S* mean,
                         S* invstd, cudaStream_t stream) {
-  running_inverse_kernel<<<grid_for(channels), BLOCK, 0, stream>>>(running_mean, running_var, channels, eps, mean,
-                                                                   invstd);
+  running_inverse_kernel<<<grid_for(channels), BLOCK, 0, stream>>>(running_mean, running_var, channels, eps,
+                                                                   mean, invstd);
   cudaLaunchCheck();
 }
 
 template <typename T>
-void bn_normalize(const T* x, const compute_t<T>* mean, const compute_t<T>* invstd, const T* gamma, const T* beta,
-                  T* y, int64_t rows, int64_t channels, int64_t spatial, cudaStream_t stream) {
+void bn_normalize(const T* x, const compute_t<T>* mean, const compute_t<T>* invstd, const T* gamma,
+                  const T* beta, T* y, int64_t rows, int64_t channels, int64_t spatial, cudaStream_t stream) {
   const int64_t n = rows * channels * spatial;
   if (n <= 0) return;
   normalize_kernel<<<grid_for(n), BLOCK, 0, stream>>>(x, mean, invstd, gamma, beta, y, n, channels, spatial);
@@ -159,22 +162,23 @@ void bn_normalize(const T* x, const compute_t<T>* mean, const compute_t<T>* invs
 
 template <typename T>
 void bn_backward_reduce(const T* x, const T* dy, const compute_t<T>* mean, const compute_t<T>* invstd,
-                        int64_t rows, int64_t channels, int64_t spatial, double* grad_sums, T* dgamma, T* dbeta,
-                        double* partials, cudaStream_t stream) {
+                        int64_t rows, int64_t channels, int64_t spatial, double* grad_sums, T* dgamma,
+                        T* dbeta, double* partials, cudaStream_t stream) {
   const dim3 grid = channel_grid(rows, channels, spatial);
-  channel_partials_kernel<2><<<grid, BLOCK, 0, stream>>>(GradTerm<T>{x, dy, mean}, rows, channels, spatial,
-                                                         partials);
+  channel_partials_kernel<2>
+      <<<grid, BLOCK, 0, stream>>>(GradTerm<T>{x, dy, mean}, rows, channels, spatial, partials);
   cudaLaunchCheck();
-  grad_finish_kernel<<<grid_for(channels), BLOCK, 0, stream>>>(partials, invstd, grad_sums, dgamma, dbeta, channels,
-                                                               grid.y);
+  grad_finish_kernel<<<grid_for(channels), BLOCK, 0, stream>>>(partials, invstd, grad_sums, dgamma, dbeta,
+                                                               channels, grid.y);
   cudaLaunchCheck();
 }
 
 template <typename T>
-void bn_backward_dx(const T* x, const T* dy, const compute_t<T>* mean, const compute_t<T>* invstd, const T* gamma,
-                    const double* stats, const double* grad_sums, int64_t rows, int64_t channels, int64_t spatial,
-                    T* dx, compute_t<T>* coeffs, cudaStream_t stream) {
-  dx_coeffs_kernel<<<grid_for(channels), BLOCK, 0, stream>>>(invstd, gamma, stats, grad_sums, channels, coeffs);
+void bn_backward_dx(const T* x, const T* dy, const compute_t<T>* mean, const compute_t<T>* invstd,
+                    const T* gamma, const double* stats, const double* grad_sums, int64_t rows,
+                    int64_t channels, int64_t spatial, T* dx, compute_t<T>* coeffs, cudaStream_t stream) {
+  dx_coeffs_kernel<<<grid_for(channels), BLOCK, 0, stream>>>(invstd, gamma, stats, grad_sums, channels,
+                                                             coeffs);
   cudaLaunchCheck();
   const int64_t n = rows * channels * spatial;
   if (n <= 0) return;
@@ -184,15 +188,15 @@ void bn_backward_dx(const T* x, const T* dy, const compute_t<T>* mean, const com
 
 // ---- instantiations ----------------------------------------------------------------
 
-#define HPC_BN(T)                                                                                             \
-  template void bn_stats<T>(const T*, int64_t, int64_t, int64_t, double*, double*, cudaStream_t);             \
-  template void bn_normalize<T>(const T*, const compute_t<T>*, const compute_t<T>*, const T*, const T*, T*,    \
-                                int64_t, int64_t, int64_t, cudaStream_t);                                     \
-  template void bn_backward_reduce<T>(const T*, const T*, const compute_t<T>*, const compute_t<T>*, int64_t,   \
-                                      int64_t, int64_t, double*, T*, T*, double*, cudaStream_t);              \
-  template void bn_backward_dx<T>(const T*, const T*, const compute_t<T>*, const compute_t<T>*, const T*,      \
-                                  const double*, const double*, int64_t, int64_t, int64_t, T*, compute_t<T>*, \
-                                  cudaStream_t);
+#define HPC_BN(T)                                                                                            \
+  template void bn_stats<T>(const T*, int64_t, int64_t, int64_t, double*, double*, cudaStream_t);            \
+  template void bn_normalize<T>(const T*, const compute_t<T>*, const compute_t<T>*, const T*, const T*, T*,  \
+                                int64_t, int64_t, int64_t, cudaStream_t);                                    \
+  template void bn_backward_reduce<T>(const T*, const T*, const compute_t<T>*, const compute_t<T>*, int64_t, \
+                                      int64_t, int64_t, double*, T*, T*, double*, cudaStream_t);             \
+  template void bn_backward_dx<T>(const T*, const T*, const compute_t<T>*, const compute_t<T>*, const T*,    \
+                                  const double*, const double*, int64_t, int64_t, int64_t, T*,               \
+                                  compute_t<T>*, cudaStream_t);
 HPC_BN(float)
 HPC_BN(double)
 HPC_BN(Bf16)
@@ -203,7 +207,8 @@ template void bn_finalize<float>(const double*, int64_t, double, double, float*,
                                  cudaStream_t);
 template void bn_finalize<double>(const double*, int64_t, double, double, double*, double*, double*, double*,
                                   cudaStream_t);
-template void bn_running_inverse<float>(const float*, const float*, int64_t, double, float*, float*, cudaStream_t);
+template void bn_running_inverse<float>(const float*, const float*, int64_t, double, float*, float*,
+                                        cudaStream_t);
 template void bn_running_inverse<double>(const double*, const double*, int64_t, double, double*, double*,
                                          cudaStream_t);
 

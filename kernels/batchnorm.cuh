@@ -30,18 +30,18 @@ template <typename S>
 void bn_running_inverse(const S* running_mean, const S* running_var, int64_t channels, double eps, S* mean,
                         S* invstd, cudaStream_t stream);
 template <typename T>
-void bn_normalize(const T* x, const compute_t<T>* mean, const compute_t<T>* invstd, const T* gamma, const T* beta,
-                  T* y, int64_t rows, int64_t channels, int64_t spatial, cudaStream_t stream);
+void bn_normalize(const T* x, const compute_t<T>* mean, const compute_t<T>* invstd, const T* gamma,
+                  const T* beta, T* y, int64_t rows, int64_t channels, int64_t spatial, cudaStream_t stream);
 // grad_sums = [Σdy | Σdy·x̂]; dgamma += Σdy·x̂, dbeta += Σdy (local sums).
 template <typename T>
 void bn_backward_reduce(const T* x, const T* dy, const compute_t<T>* mean, const compute_t<T>* invstd,
-                        int64_t rows, int64_t channels, int64_t spatial, double* grad_sums, T* dgamma, T* dbeta,
-                        double* partials, cudaStream_t stream);
+                        int64_t rows, int64_t channels, int64_t spatial, double* grad_sums, T* dgamma,
+                        T* dbeta, double* partials, cudaStream_t stream);
 // dx from batch statistics (stats and grad_sums non-null) or running ones (both null).
 // coeffs is device scratch of 3·channels compute_t<T>.
 template <typename T>
-void bn_backward_dx(const T* x, const T* dy, const compute_t<T>* mean, const compute_t<T>* invstd, const T* gamma,
-                    const double* stats, const double* grad_sums, int64_t rows, int64_t channels, int64_t spatial,
-                    T* dx, compute_t<T>* coeffs, cudaStream_t stream);
+void bn_backward_dx(const T* x, const T* dy, const compute_t<T>* mean, const compute_t<T>* invstd,
+                    const T* gamma, const double* stats, const double* grad_sums, int64_t rows,
+                    int64_t channels, int64_t spatial, T* dx, compute_t<T>* coeffs, cudaStream_t stream);
 
 }  // namespace hpc::kernels

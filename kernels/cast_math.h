@@ -67,8 +67,8 @@ HD uint16_t float_to_half_bits(float f) {
   } else {
     const uint32_t mant_odd = (u >> 13) & 1u;
     u += (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu;  // re-bias the exponent, round half down…
-    u += mant_odd;                                           // …or up when that makes the result even
-    out = u >> 13;                                           // a carry out of the top is 0x7c00: inf
+    u += mant_odd;                                          // …or up when that makes the result even
+    out = u >> 13;                                          // a carry out of the top is 0x7c00: inf
   }
   return static_cast<uint16_t>(out | (sign >> 16));
 }
@@ -109,6 +109,8 @@ template <typename Format>
 struct Storage16 {
   uint16_t bits;
 
+  // Leaves bits uninitialised on purpose, like a float: the type stays trivial for device buffers.
+  // cppcheck-suppress uninitMemberVar
   Storage16() = default;
   template <typename U, std::enable_if_t<std::is_arithmetic_v<U>, int> = 0>
   HD explicit Storage16(U v) : bits(Format::encode(static_cast<float>(v))) {}
@@ -138,8 +140,10 @@ using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 // Largest finite value of a storage type, as a float (for tests and loss scaling).
 template <typename T>
 constexpr float max_finite() {
-  if constexpr (std::is_same_v<T, Half>) return 65504.0f;
-  else return 3.4028234663852886e38f;  // float and bf16 share the exponent range
+  if constexpr (std::is_same_v<T, Half>)
+    return 65504.0f;
+  else
+    return 3.4028234663852886e38f;  // float and bf16 share the exponent range
 }
 
 // Finite check on the bits (fast-math proof; the same on host and device).

@@ -15,7 +15,7 @@
 
 namespace hpc::kernels {
 
-constexpr int BLOCK = 256;          // threads per block for element-wise kernels
+constexpr int BLOCK = 256;             // threads per block for element-wise kernels
 constexpr int64_t MAX_GRID = 1 << 16;  // blocks; grid-stride loops cover the rest
 
 inline unsigned grid_for(int64_t n, int block = BLOCK) {

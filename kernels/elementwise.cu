@@ -6,8 +6,8 @@
 #include "backend/cuda/check.h"
 #include "kernels/activation_math.h"
 #include "kernels/device_util.cuh"
-#include "kernels/elementwise.cuh"
 #include "kernels/dropout_math.h"
+#include "kernels/elementwise.cuh"
 
 namespace hpc::kernels {
 
@@ -47,7 +47,8 @@ __global__ void convert_kernel(const S* src, D* dst, int64_t n) {
 template <typename T>
 __global__ void add_bias_kernel(T* y, const T* bias, int64_t n, int64_t channels, int64_t spatial) {
   using C = compute_t<T>;
-  for (int64_t i = thread_index(); i < n; i += grid_stride()) y[i] = T(C(y[i]) + C(bias[(i / spatial) % channels]));
+  for (int64_t i = thread_index(); i < n; i += grid_stride())
+    y[i] = T(C(y[i]) + C(bias[(i / spatial) % channels]));
 }
 
 template <ActivationKind A, typename T>
@@ -55,9 +56,12 @@ __global__ void activation_forward_kernel(const T* x, T* y, int64_t n) {
   using C = compute_t<T>;
   for (int64_t i = thread_index(); i < n; i += grid_stride()) {
     const C v = C(x[i]);
-    if constexpr (A == ActivationKind::Relu) y[i] = T(relu_forward(v));
-    else if constexpr (A == ActivationKind::Gelu) y[i] = T(gelu_forward(v));
-    else y[i] = T(tanh_forward(v));
+    if constexpr (A == ActivationKind::Relu)
+      y[i] = T(relu_forward(v));
+    else if constexpr (A == ActivationKind::Gelu)
+      y[i] = T(gelu_forward(v));
+    else
+      y[i] = T(tanh_forward(v));
   }
 }
 
@@ -66,9 +70,12 @@ __global__ void activation_backward_kernel(const T* in, const T* dy, T* dx, int6
   using C = compute_t<T>;
   for (int64_t i = thread_index(); i < n; i += grid_stride()) {
     const C v = C(in[i]), g = C(dy[i]);
-    if constexpr (A == ActivationKind::Relu) dx[i] = T(relu_backward(v, g));
-    else if constexpr (A == ActivationKind::Gelu) dx[i] = T(gelu_backward(v, g));
-    else dx[i] = T(tanh_backward(v, g));
+    if constexpr (A == ActivationKind::Relu)
+      dx[i] = T(relu_backward(v, g));
+    else if constexpr (A == ActivationKind::Gelu)
+      dx[i] = T(gelu_backward(v, g));
+    else
+      dx[i] = T(tanh_backward(v, g));
   }
 }
 
@@ -144,7 +151,8 @@ void activation_forward(ActivationKind act, const T* x, T* y, int64_t n, cudaStr
 }
 
 template <typename T>
-void activation_backward(ActivationKind act, const T* in, const T* dy, T* dx, int64_t n, cudaStream_t stream) {
+void activation_backward(ActivationKind act, const T* in, const T* dy, T* dx, int64_t n,
+                         cudaStream_t stream) {
   if (n <= 0) return;
   switch (act) {
     case ActivationKind::Relu:
@@ -171,18 +179,18 @@ void dropout(const T* x, T* y, int64_t n, double p, uint64_t seed, uint64_t stre
 
 // ---- instantiations ----------------------------------------------------------------
 
-#define HPC_ELEMENTWISE(T)                                                                                     \
-  template void fill<T>(T*, int64_t, double, cudaStream_t);                                                    \
-  template void axpy<T>(double, const T*, T*, int64_t, cudaStream_t);                                          \
-  template void scale<T>(T*, int64_t, double, cudaStream_t);                                                   \
-  template void add<T>(const T*, const T*, T*, int64_t, cudaStream_t);                                         \
-  template void add_bias<T>(T*, const T*, int64_t, int64_t, int64_t, cudaStream_t);                            \
-  template void activation_forward<T>(ActivationKind, const T*, T*, int64_t, cudaStream_t);                    \
-  template void activation_backward<T>(ActivationKind, const T*, const T*, T*, int64_t, cudaStream_t);         \
-  template void dropout<T>(const T*, T*, int64_t, double, uint64_t, uint64_t, uint64_t, cudaStream_t);         \
-  template void convert<T, float>(const T*, float*, int64_t, cudaStream_t);                                    \
-  template void convert<T, double>(const T*, double*, int64_t, cudaStream_t);                                  \
-  template void convert<T, Bf16>(const T*, Bf16*, int64_t, cudaStream_t);                                      \
+#define HPC_ELEMENTWISE(T)                                                                             \
+  template void fill<T>(T*, int64_t, double, cudaStream_t);                                            \
+  template void axpy<T>(double, const T*, T*, int64_t, cudaStream_t);                                  \
+  template void scale<T>(T*, int64_t, double, cudaStream_t);                                           \
+  template void add<T>(const T*, const T*, T*, int64_t, cudaStream_t);                                 \
+  template void add_bias<T>(T*, const T*, int64_t, int64_t, int64_t, cudaStream_t);                    \
+  template void activation_forward<T>(ActivationKind, const T*, T*, int64_t, cudaStream_t);            \
+  template void activation_backward<T>(ActivationKind, const T*, const T*, T*, int64_t, cudaStream_t); \
+  template void dropout<T>(const T*, T*, int64_t, double, uint64_t, uint64_t, uint64_t, cudaStream_t); \
+  template void convert<T, float>(const T*, float*, int64_t, cudaStream_t);                            \
+  template void convert<T, double>(const T*, double*, int64_t, cudaStream_t);                          \
+  template void convert<T, Bf16>(const T*, Bf16*, int64_t, cudaStream_t);                              \
   template void convert<T, Half>(const T*, Half*, int64_t, cudaStream_t);
 HPC_ELEMENTWISE(float)
 HPC_ELEMENTWISE(double)
@@ -190,10 +198,10 @@ HPC_ELEMENTWISE(Bf16)
 HPC_ELEMENTWISE(Half)
 #undef HPC_ELEMENTWISE
 
-#define HPC_CONVERT_FROM(S)                                                                                    \
-  template void convert<S, float>(const S*, float*, int64_t, cudaStream_t);                                   \
-  template void convert<S, double>(const S*, double*, int64_t, cudaStream_t);                                  \
-  template void convert<S, Bf16>(const S*, Bf16*, int64_t, cudaStream_t);                                      \
+#define HPC_CONVERT_FROM(S)                                                   \
+  template void convert<S, float>(const S*, float*, int64_t, cudaStream_t);   \
+  template void convert<S, double>(const S*, double*, int64_t, cudaStream_t); \
+  template void convert<S, Bf16>(const S*, Bf16*, int64_t, cudaStream_t);     \
   template void convert<S, Half>(const S*, Half*, int64_t, cudaStream_t);
 HPC_CONVERT_FROM(uint8_t)
 HPC_CONVERT_FROM(int32_t)

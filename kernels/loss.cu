@@ -32,8 +32,8 @@ __global__ void xent_rows_kernel(const T* logits, const int32_t* labels, int64_t
 }
 
 // One block: each thread adds a fixed strided subset, then the block tree.
-__global__ void xent_totals_kernel(const double* row_loss, const int32_t* row_rank, int64_t n, bool count_top5,
-                                   double* totals) {
+__global__ void xent_totals_kernel(const double* row_loss, const int32_t* row_rank, int64_t n,
+                                   bool count_top5, double* totals) {
   __shared__ double shared[32];
   double loss = 0, top1 = 0, top5 = 0, bad = 0;
   for (int64_t r = threadIdx.x; r < n; r += blockDim.x) {
@@ -56,8 +56,8 @@ __global__ void xent_totals_kernel(const double* row_loss, const int32_t* row_ra
 }
 
 template <typename T>
-__global__ void squared_error_rows_kernel(const T* y, const T* target, int64_t n_valid, int64_t k, double grad_scale,
-                                          T* dy, double* row_loss) {
+__global__ void squared_error_rows_kernel(const T* y, const T* target, int64_t n_valid, int64_t k,
+                                          double grad_scale, T* dy, double* row_loss) {
   for (int64_t r = thread_index(); r < n_valid; r += grid_stride())
     row_loss[r] = squared_error_row<double>(y + r * k, target + r * k, k, grad_scale,
                                             dy != nullptr ? dy + r * k : nullptr);
@@ -68,12 +68,12 @@ __global__ void squared_error_rows_kernel(const T* y, const T* target, int64_t n
 // ---- launchers ------------------------------------------------------------------
 
 template <typename T>
-void softmax_cross_entropy(const T* logits, const int32_t* labels, int64_t n_valid, int64_t k, double smoothing,
-                           double grad_scale, bool count_top5, T* dlogits, double* row_loss, int32_t* row_rank,
-                           double* totals, cudaStream_t stream) {
+void softmax_cross_entropy(const T* logits, const int32_t* labels, int64_t n_valid, int64_t k,
+                           double smoothing, double grad_scale, bool count_top5, T* dlogits, double* row_loss,
+                           int32_t* row_rank, double* totals, cudaStream_t stream) {
   if (n_valid > 0) {
-    xent_rows_kernel<<<grid_for(n_valid, 128), 128, 0, stream>>>(logits, labels, n_valid, k, smoothing, grad_scale,
-                                                                  dlogits, row_loss, row_rank);
+    xent_rows_kernel<<<grid_for(n_valid, 128), 128, 0, stream>>>(logits, labels, n_valid, k, smoothing,
+                                                                 grad_scale, dlogits, row_loss, row_rank);
     cudaLaunchCheck();
   }
   xent_totals_kernel<<<1, 1024, 0, stream>>>(row_loss, row_rank, n_valid, count_top5, totals);
@@ -85,15 +85,15 @@ void squared_error(const T* y, const T* target, int64_t n_valid, int64_t k, doub
                    double* row_loss, cudaStream_t stream) {
   if (n_valid <= 0) return;
   squared_error_rows_kernel<<<grid_for(n_valid, 128), 128, 0, stream>>>(y, target, n_valid, k, grad_scale, dy,
-                                                                         row_loss);
+                                                                        row_loss);
   cudaLaunchCheck();
 }
 
 // ---- instantiations ----------------------------------------------------------------
 
-#define HPC_LOSS(T)                                                                                           \
-  template void softmax_cross_entropy<T>(const T*, const int32_t*, int64_t, int64_t, double, double, bool, T*, \
-                                         double*, int32_t*, double*, cudaStream_t);                           \
+#define HPC_LOSS(T)                                                                                        \
+  template void softmax_cross_entropy<T>(const T*, const int32_t*, int64_t, int64_t, double, double, bool, \
+                                         T*, double*, int32_t*, double*, cudaStream_t);                    \
   template void squared_error<T>(const T*, const T*, int64_t, int64_t, double, T*, double*, cudaStream_t);
 HPC_LOSS(float)
 HPC_LOSS(double)

@@ -24,9 +24,9 @@ namespace hpc::kernels {
 // count_top5), rows with a bad label}. row_loss and row_rank are device
 // scratch of n_valid elements each.
 template <typename T>
-void softmax_cross_entropy(const T* logits, const int32_t* labels, int64_t n_valid, int64_t k, double smoothing,
-                           double grad_scale, bool count_top5, T* dlogits, double* row_loss, int32_t* row_rank,
-                           double* totals, cudaStream_t stream);
+void softmax_cross_entropy(const T* logits, const int32_t* labels, int64_t n_valid, int64_t k,
+                           double smoothing, double grad_scale, bool count_top5, T* dlogits, double* row_loss,
+                           int32_t* row_rank, double* totals, cudaStream_t stream);
 
 // row_loss[r] = Σ_j (y − t)² over the first n_valid rows; dy (when non-null) = grad_scale·2·(y − t).
 template <typename T>

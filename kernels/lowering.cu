@@ -32,7 +32,8 @@ __global__ void max_pool_forward_kernel(const T* x, T* y, int32_t* argmax, PoolS
 
 template <typename T>
 __global__ void max_pool_backward_kernel(const T* dy, const int32_t* argmax, T* dx, PoolShape g, int64_t n) {
-  for (int64_t i = thread_index(); i < n; i += grid_stride()) dx[i] = max_pool_backward_element(dy, argmax, g, i);
+  for (int64_t i = thread_index(); i < n; i += grid_stride())
+    dx[i] = max_pool_backward_element(dy, argmax, g, i);
 }
 
 template <typename T>
@@ -47,7 +48,8 @@ __global__ void avg_pool_backward_kernel(const T* dy, T* dx, PoolShape g, int64_
 
 template <typename T>
 __global__ void spatial_mean_forward_kernel(const T* x, T* y, int64_t rows, int64_t spatial) {
-  for (int64_t r = thread_index(); r < rows; r += grid_stride()) y[r] = spatial_mean_row(x + r * spatial, spatial);
+  for (int64_t r = thread_index(); r < rows; r += grid_stride())
+    y[r] = spatial_mean_row(x + r * spatial, spatial);
 }
 
 template <typename T>
@@ -133,15 +135,15 @@ void spatial_mean_backward(const T* dy, T* dx, int64_t rows, int64_t spatial, cu
 
 // ---- instantiations ----------------------------------------------------------------
 
-#define HPC_LOWERING(T)                                                                                       \
-  template void im2col<T>(const T*, T*, const ConvShape&, cudaStream_t);                                      \
-  template void col2im<T>(const T*, T*, const ConvShape&, cudaStream_t);                                      \
-  template void swap_leading_dims<T>(const T*, T*, int64_t, int64_t, int64_t, cudaStream_t);                  \
-  template void max_pool_forward<T>(const T*, T*, int32_t*, const PoolShape&, cudaStream_t);                  \
-  template void max_pool_backward<T>(const T*, const int32_t*, T*, const PoolShape&, cudaStream_t);           \
-  template void avg_pool_forward<T>(const T*, T*, const PoolShape&, cudaStream_t);                            \
-  template void avg_pool_backward<T>(const T*, T*, const PoolShape&, cudaStream_t);                           \
-  template void spatial_mean_forward<T>(const T*, T*, int64_t, int64_t, cudaStream_t);                        \
+#define HPC_LOWERING(T)                                                                             \
+  template void im2col<T>(const T*, T*, const ConvShape&, cudaStream_t);                            \
+  template void col2im<T>(const T*, T*, const ConvShape&, cudaStream_t);                            \
+  template void swap_leading_dims<T>(const T*, T*, int64_t, int64_t, int64_t, cudaStream_t);        \
+  template void max_pool_forward<T>(const T*, T*, int32_t*, const PoolShape&, cudaStream_t);        \
+  template void max_pool_backward<T>(const T*, const int32_t*, T*, const PoolShape&, cudaStream_t); \
+  template void avg_pool_forward<T>(const T*, T*, const PoolShape&, cudaStream_t);                  \
+  template void avg_pool_backward<T>(const T*, T*, const PoolShape&, cudaStream_t);                 \
+  template void spatial_mean_forward<T>(const T*, T*, int64_t, int64_t, cudaStream_t);              \
   template void spatial_mean_backward<T>(const T*, T*, int64_t, int64_t, cudaStream_t);
 HPC_LOWERING(float)
 HPC_LOWERING(double)

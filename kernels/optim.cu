@@ -25,7 +25,8 @@ __global__ void adam_kernel(T* p, const T* g, T* m, T* v, int64_t n, AdamCoeffs<
 }
 
 template <typename G>
-__global__ void unscale_kernel(const G* g, float* out, int64_t n, float inv_scale, unsigned long long* nonfinite) {
+__global__ void unscale_kernel(const G* g, float* out, int64_t n, float inv_scale,
+                               unsigned long long* nonfinite) {
   unsigned long long bad = 0;
   for (int64_t i = thread_index(); i < n; i += grid_stride()) {
     bool finite = true;
@@ -65,11 +66,12 @@ void unscale_grads(const G* g, float* out, int64_t n, float inv_scale, unsigned 
 // ---- instantiations ----------------------------------------------------------------
 
 template void sgd_update<float>(float*, const float*, float*, int64_t, const SgdCoeffs<float>&, cudaStream_t);
-template void sgd_update<double>(double*, const double*, double*, int64_t, const SgdCoeffs<double>&, cudaStream_t);
+template void sgd_update<double>(double*, const double*, double*, int64_t, const SgdCoeffs<double>&,
+                                 cudaStream_t);
 template void adam_update<float>(float*, const float*, float*, float*, int64_t, const AdamCoeffs<float>&,
                                  cudaStream_t);
-template void adam_update<double>(double*, const double*, double*, double*, int64_t, const AdamCoeffs<double>&,
-                                  cudaStream_t);
+template void adam_update<double>(double*, const double*, double*, double*, int64_t,
+                                  const AdamCoeffs<double>&, cudaStream_t);
 template void unscale_grads<float>(const float*, float*, int64_t, float, unsigned long long*, cudaStream_t);
 template void unscale_grads<Bf16>(const Bf16*, float*, int64_t, float, unsigned long long*, cudaStream_t);
 template void unscale_grads<Half>(const Half*, float*, int64_t, float, unsigned long long*, cudaStream_t);

@@ -38,8 +38,8 @@ template <typename T>
 struct AdamCoeffs {
   T beta1, one_minus_beta1;
   T beta2, one_minus_beta2;
-  T step_size;              // lr / (1 − β1ᵗ)
-  T bias_correction2_sqrt;  // sqrt(1 − β2ᵗ)
+  T step_size;                  // lr / (1 − β1ᵗ)
+  T bias_correction2_sqrt;      // sqrt(1 − β2ᵗ)
   T inv_bias_correction2_sqrt;  // 1 / sqrt(1 − β2ᵗ)
   T eps;
   T l2_decay;        // Adam: wd folded into g; AdamW: 0
@@ -53,8 +53,8 @@ inline SgdCoeffs<T> make_sgd_coeffs(double lr, double momentum, bool nesterov, d
 
 // step is the 1-based index of the step being taken (PyTorch's state["step"] after its increment).
 template <typename T>
-inline AdamCoeffs<T> make_adam_coeffs(double lr, double beta1, double beta2, double eps,
-                                      double weight_decay, bool decoupled, int64_t step) {
+inline AdamCoeffs<T> make_adam_coeffs(double lr, double beta1, double beta2, double eps, double weight_decay,
+                                      bool decoupled, int64_t step) {
   const double t = static_cast<double>(step);
   const double bias_correction1 = 1.0 - std::pow(beta1, t);
   const double bias_correction2 = 1.0 - std::pow(beta2, t);

@@ -7,8 +7,8 @@ namespace hpc::kernels {
 
 namespace {
 
-constexpr int64_t SUM_BLOCKS = 1024;      // most partials a whole-tensor sum writes
-constexpr int64_t SUM_PER_THREAD = 8;     // elements per thread before another block is worth it
+constexpr int64_t SUM_BLOCKS = 1024;   // most partials a whole-tensor sum writes
+constexpr int64_t SUM_PER_THREAD = 8;  // elements per thread before another block is worth it
 
 // ---- kernels ------------------------------------------------------------------
 
@@ -94,9 +94,9 @@ void bias_grad(const T* dy, T* dbias, int64_t rows, int64_t channels, int64_t sp
 
 // ---- instantiations ----------------------------------------------------------------
 
-#define HPC_REDUCE(T)                                                                                         \
-  template void sum<T>(const T*, int64_t, bool, double*, double*, cudaStream_t);                              \
-  template void count_nonfinite<T>(const T*, int64_t, unsigned long long*, cudaStream_t);                     \
+#define HPC_REDUCE(T)                                                                     \
+  template void sum<T>(const T*, int64_t, bool, double*, double*, cudaStream_t);          \
+  template void count_nonfinite<T>(const T*, int64_t, unsigned long long*, cudaStream_t); \
   template void bias_grad<T>(const T*, T*, int64_t, int64_t, int64_t, double*, cudaStream_t);
 HPC_REDUCE(float)
 HPC_REDUCE(double)

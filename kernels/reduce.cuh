@@ -33,7 +33,7 @@ void count_nonfinite(const T* x, int64_t n, unsigned long long* count, cudaStrea
 // reduced by one block each, enough blocks to fill the GPU even for few channels.
 
 inline int64_t channel_splits(int64_t per_channel, int64_t channels) {
-  const int64_t by_size = (per_channel + 2047) / 2048;  // ≥ 2048 elements per block
+  const int64_t by_size = (per_channel + 2047) / 2048;     // ≥ 2048 elements per block
   int64_t by_grid = 1024 / (channels > 0 ? channels : 1);  // ≈ 1024 blocks in all
   if (by_grid < 1) by_grid = 1;
   int64_t s = by_size < by_grid ? by_size : by_grid;

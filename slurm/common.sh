@@ -28,11 +28,38 @@
 #   HPCTRAIN_BIND      extra container binds, comma-separated (the submit dir is always bound)
 #   HPCTRAIN_LAUNCHER  srun (default) | mpirun
 #   HPCTRAIN_SRUN_MPI  srun's --mpi plugin (default pmix; `srun --mpi=list` shows yours)
+#   HPCTRAIN_NET_IF    the network between nodes, as interface names (eth1 or ib0,ib1) or subnets
+#                      (10.1.0.0/16): sets OMPI_MCA_btl_tcp_if_include and OMPI_MCA_oob_tcp_if_include,
+#                      and NCCL_SOCKET_IFNAME for names, each only where you have not set it.
+#                      Default: unset, and Open MPI and NCCL use every interface but loopback, which
+#                      fails where nodes have interfaces the others cannot reach (docker0, a
+#                      management network, a login-only subnet).
+#   HPCTRAIN_MPI_TCP=1 Open MPI over TCP sockets between nodes and shared memory within a node
+#                      (OMPI_MCA_pml=ob1, OMPI_MCA_btl=self,vader,tcp where unset): Ethernet-only CPU
+#                      clusters, or where UCX picks a device that does not work. Default: unset
+#                      (Open MPI chooses; UCX on InfiniBand).
 #
 # Environment passed through untouched when you set it (see README, "Running
 # on a cluster"): NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_DEBUG, UCX_*,
 # OMPI_MCA_*. Only HDF5_USE_FILE_LOCKING gets a default (FALSE: Lustre, GPFS
-# and NFS often refuse HDF5's locks).
+# and NFS often refuse HDF5's locks), and the two knobs above fill in unset
+# OMPI_MCA_* / NCCL_SOCKET_IFNAME values.
+
+# HPCTRAIN_NET_IF and HPCTRAIN_MPI_TCP → the variables Open MPI and NCCL read.
+hpctrain_net_settings() {
+  local net=${HPCTRAIN_NET_IF:-} tcp=${HPCTRAIN_MPI_TCP:-}
+  unset HPCTRAIN_NET_IF HPCTRAIN_MPI_TCP
+  if [ -n "$net" ]; then
+    export OMPI_MCA_btl_tcp_if_include=${OMPI_MCA_btl_tcp_if_include:-$net}
+    export OMPI_MCA_oob_tcp_if_include=${OMPI_MCA_oob_tcp_if_include:-$net}
+    # NCCL takes interface names (or prefixes), not subnets.
+    case "$net" in */*) ;; *) export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-$net} ;; esac
+  fi
+  if [ "$tcp" = 1 ]; then
+    export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1}
+    export OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader,tcp}
+  fi
+}
 
 # The flags the job runs with, after the user's own.
 hpctrain_has_arg() {  # hpctrain_has_arg --run.dir "$@": is the option among the arguments?
@@ -61,6 +88,7 @@ hpctrain_run() {
   local image=${HPCTRAIN_IMAGE:-} binds=${HPCTRAIN_BIND:-}
   local launcher=${HPCTRAIN_LAUNCHER:-srun} srun_mpi=${HPCTRAIN_SRUN_MPI:-pmix}
   unset HPCTRAIN_HOME HPCTRAIN_BIN HPCTRAIN_IMAGE HPCTRAIN_BIND HPCTRAIN_LAUNCHER HPCTRAIN_SRUN_MPI
+  hpctrain_net_settings
 
   export HDF5_USE_FILE_LOCKING=${HDF5_USE_FILE_LOCKING:-FALSE}
   # Since Slurm 22.05, srun no longer inherits --cpus-per-task from sbatch.
@@ -103,7 +131,8 @@ hpctrain_run() {
     "$ntasks task(s) on ${SLURM_JOB_NUM_NODES:-1} node(s) (${SLURM_JOB_NODELIST:-$(hostname)}), $(date -Is)"
   echo "hpctrain job: SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0} SLURM_JOB_END_TIME=${SLURM_JOB_END_TIME:-none}"
   local v
-  for v in NCCL_IB_HCA NCCL_SOCKET_IFNAME NCCL_DEBUG UCX_NET_DEVICES UCX_TLS OMPI_MCA_pml OMPI_MCA_btl HDF5_USE_FILE_LOCKING; do
+  for v in NCCL_IB_HCA NCCL_SOCKET_IFNAME NCCL_DEBUG UCX_NET_DEVICES UCX_TLS OMPI_MCA_pml OMPI_MCA_btl \
+    OMPI_MCA_btl_tcp_if_include OMPI_MCA_oob_tcp_if_include HDF5_USE_FILE_LOCKING; do
     [ -n "${!v:-}" ] && echo "hpctrain job: $v=${!v}"
   done
   echo "hpctrain job: ${launch[*]} ${trainer[*]} ${args[*]}"

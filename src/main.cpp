@@ -8,6 +8,7 @@
 //   4. resume from a checkpoint (--resume), agreed like set-up
 //   5. train; a failure from here on aborts every rank so none is left waiting;
 //      a stop on request (signal, deadline) checkpoints and exits 75
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -16,6 +17,7 @@
 #include "core/error.h"
 #include "dist/context.h"
 #include "doctor/doctor.h"
+#include "train/sample.h"
 #include "train/trainer.h"
 
 namespace {
@@ -71,7 +73,9 @@ int train(const hpc::Config& cfg, hpc::dist::Context& ctx) {
     if (ctx.is_root() && r.count > 0 && trainer->exit_code() == hpc::EXIT_OK) {
       std::printf("final: val_loss %.4f  val_acc %.2f%%", r.loss, 100 * r.acc);
       if (r.top5 >= 0) std::printf("  val_top5 %.2f%%", 100 * r.top5);
-      std::printf("  (%lld validation samples)\n", static_cast<long long>(r.count));
+      if (r.per_token) std::printf("  perplexity %.3f", std::exp(r.loss));
+      std::printf("  (%lld validation %s)\n", static_cast<long long>(r.count),
+                  r.per_token ? "tokens" : "samples");
     }
     return trainer->exit_code();  // 75 after a stop with a checkpoint: requeue me
   } catch (const hpc::Error& e) {
@@ -96,6 +100,8 @@ int main(int argc, char** argv) {
   }
   // The doctor starts MPI itself: a broken launch is one of its findings, not an exit.
   if (cfg.command == "doctor") return hpc::doctor::run(cfg, &argc, &argv);
+  // Text from a language model's checkpoint: one process, no MPI.
+  if (cfg.command == "sample") return hpc::train::sample_command(cfg);
 
   std::unique_ptr<hpc::dist::Context> ctx;
   try {
@@ -107,7 +113,9 @@ int main(int argc, char** argv) {
 
   if (cfg.command == "train") return train(cfg, *ctx);
   if (ctx->is_root())
-    std::fprintf(stderr, "hpctrain: error: '%s' is not available in this version of hpctrain (only 'train' and 'doctor')\n",
+    std::fprintf(stderr,
+                 "hpctrain: error: '%s' is not available in this version of hpctrain (only 'train', 'doctor' "
+                 "and 'sample')\n",
                  cfg.command.c_str());
   return hpc::EXIT_BAD_INPUT;
 }

@@ -16,8 +16,8 @@ struct DeviceInfo {
   size_t total_bytes = 0;
 };
 
-bool cuda_built();           // compiled with the CUDA backend
-int cuda_device_count();     // 0 when no driver or no GPU (never throws)
+bool cuda_built();        // compiled with the CUDA backend
+int cuda_device_count();  // 0 when no driver or no GPU (never throws)
 DeviceInfo cuda_device_info(int index);
 std::string cuda_versions();  // "CUDA runtime 13.0, driver 13.0, cuDNN 9.x, NCCL 2.28" or "not built"
 

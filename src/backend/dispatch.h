@@ -17,9 +17,12 @@ namespace hpc::backend {
 template <typename F>
 decltype(auto) dispatch_float(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::F32: return f.template operator()<float>();
-    case DType::F64: return f.template operator()<double>();
-    default: break;
+    case DType::F32:
+      return f.template operator()<float>();
+    case DType::F64:
+      return f.template operator()<double>();
+    default:
+      break;
   }
   throw Error(EXIT_INTERNAL, std::string(op) + ": unsupported dtype " + dtype_name(dtype));
 }

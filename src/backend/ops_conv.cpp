@@ -38,7 +38,8 @@ int64_t out_channels(const Tensor& weight, const ConvGeometry& g) { return weigh
 
 void lowered_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeometry& g,
                      const Tensor& y, ConvScratch& s) {
-  const int64_t batch = x.shape()[0], pixels = g.out_pixels(), rows = g.col_rows(), oc = out_channels(weight, g);
+  const int64_t batch = x.shape()[0], pixels = g.out_pixels(), rows = g.col_rows(),
+                oc = out_channels(weight, g);
   const int64_t chunk = chunk_samples(g, batch, s.column_budget);
   for (int64_t s0 = 0; s0 < batch; s0 += chunk) {
     const int64_t n = std::min(chunk, batch - s0);
@@ -58,7 +59,8 @@ void lowered_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, 
 
 void lowered_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const ConvGeometry& g,
                       const Tensor& dweight, const Tensor& dbias, const Tensor& dx, ConvScratch& s) {
-  const int64_t batch = x.shape()[0], pixels = g.out_pixels(), rows = g.col_rows(), oc = out_channels(weight, g);
+  const int64_t batch = x.shape()[0], pixels = g.out_pixels(), rows = g.col_rows(),
+                oc = out_channels(weight, g);
   if (dbias.defined()) bias_grad(dy, dbias, oc, pixels);
   const int64_t chunk = chunk_samples(g, batch, s.column_budget);
   for (int64_t s0 = 0; s0 < batch; s0 += chunk) {
@@ -84,7 +86,8 @@ void lowered_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, c
 // method, and the GPU's for tensors cuDNN does not take.
 void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeometry& g,
                     const Tensor& y, ConvScratch& scratch) {
-  if (!on_cpu(y) && cuda::cudnn_aligned({&x, &weight, &y})) return cuda::conv2d_forward(x, weight, bias, g, y);
+  if (!on_cpu(y) && cuda::cudnn_aligned({&x, &weight, &y}))
+    return cuda::conv2d_forward(x, weight, bias, g, y);
   lowered_forward(x, weight, bias, g, y, scratch);
 }
 

@@ -13,8 +13,8 @@ void unsupported_device(const char* op, const Tensor& t) {
               std::string(op) + " is not implemented for " + device_name(t.device()) + " tensors");
 }
 
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
-          const Tensor& b, double beta, const Tensor& c) {
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a, const Tensor& b,
+          double beta, const Tensor& c) {
   if (!on_cpu(c)) return cuda::gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
   cpu::gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
 }

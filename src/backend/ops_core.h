@@ -12,8 +12,8 @@ namespace hpc::backend {
 
 // C[m×n] = alpha · op(A) · op(B) + beta · C, row-major; op(X) = Xᵀ when trans_x.
 // A is m×k (k×m when trans_a), B is k×n (n×k when trans_b).
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-          const Tensor& a, const Tensor& b, double beta, const Tensor& c);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
+          const Tensor& b, double beta, const Tensor& c);
 
 void fill(const Tensor& t, double value);
 // dst = src (same count and dtype; host↔device copies are explicit here).

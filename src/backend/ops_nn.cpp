@@ -111,7 +111,8 @@ ClassifyStats softmax_cross_entropy(const Tensor& logits, const Tensor& labels, 
                                     double label_smoothing, double grad_scale, bool count_top5,
                                     const Tensor& dlogits) {
   if (!on_cpu(logits))
-    return cuda::softmax_cross_entropy(logits, labels, n_valid, label_smoothing, grad_scale, count_top5, dlogits);
+    return cuda::softmax_cross_entropy(logits, labels, n_valid, label_smoothing, grad_scale, count_top5,
+                                       dlogits);
   return cpu::softmax_cross_entropy(logits, labels, n_valid, label_smoothing, grad_scale, count_top5,
                                     dlogits);
 }

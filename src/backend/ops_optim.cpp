@@ -10,7 +10,8 @@ namespace hpc::backend {
 
 void optim_update(const OptimHyper& hyper, bool decay, const Tensor& params, const Tensor& grads,
                   const Tensor& state_a, const Tensor& state_b, int64_t offset, int64_t count) {
-  if (!on_cpu(params)) return cuda::optim_update(hyper, decay, params, grads, state_a, state_b, offset, count);
+  if (!on_cpu(params))
+    return cuda::optim_update(hyper, decay, params, grads, state_a, state_b, offset, count);
   cpu::optim_update(hyper, decay, params, grads, state_a, state_b, offset, count);
 }
 

@@ -23,7 +23,7 @@ struct OptimHyper {
   double momentum = 0;      // SGD; 0 = plain SGD (no state buffer)
   bool nesterov = false;    // SGD
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // Adam, AdamW
-  int64_t step = 1;         // 1-based index of this step (Adam bias correction)
+  int64_t step = 1;                               // 1-based index of this step (Adam bias correction)
 };
 
 // state_a: SGD momentum buffer (undefined when momentum = 0) or Adam exp_avg;

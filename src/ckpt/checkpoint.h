@@ -109,8 +109,12 @@ auto root_integers(C& c) {
 // goes to a temporary name in the same directory (PATH.tmp-PID), is fsynced,
 // renamed over `path`, and the directory is fsynced. A process killed at any
 // moment leaves either the old state or the complete new file (plus, at
-// worst, a temporary file that the next write removes). Throws UserError
-// naming the path on any failure (disk full, permissions).
+// worst, a temporary file that the next write removes). A full disk or
+// exceeded quota (ENOSPC, EDQUOT, from HDF5's writes, the close, fsync or
+// rename) throws IoError "cannot write checkpoint PATH: no space left on
+// device (ENOSPC)"; any other failure (permissions) a UserError naming the
+// path. Either way the temporary file is removed first. HPCTRAIN_FAULT
+// points ckpt_write / ckpt_close / ckpt_fsync / ckpt_rename fail it here.
 //
 // crash_midway is the test hook behind HPCTRAIN_TEST_CRASH_IN_CKPT: the
 // process kills itself with SIGKILL after half of the file is written.

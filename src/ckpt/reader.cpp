@@ -3,7 +3,9 @@
 // read, is every restored byte intact), each failure one UserError line.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -34,6 +36,13 @@ H5Handle open_checkpoint(const std::string& path, const std::string& what) {
   // A truncated file fails here with HDF5's "truncated file: eof = …, stored_eof = …".
   return H5Handle::file(
       h5_check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.id()), what + ": cannot open it"));
+}
+
+// A step, epoch, batch or sample count: 0 ≤ value ≤ 2^53 (also exact as a double, which the
+// resume broadcast uses). Anything else is a damaged or crafted file.
+void check_counter(const char* name, int64_t value, const std::string& what) {
+  if (value < 0 || value > (int64_t(1) << 53))
+    throw UserError(what + ": implausible " + name + " " + std::to_string(value) + " (damaged file)");
 }
 
 std::vector<NamedTensor> read_named(hid_t f, const std::string& group, int64_t count,
@@ -71,6 +80,8 @@ Checkpoint read_checkpoint(const std::string& path) {
   if (c.world_size < 1 || c.world_size > (1 << 24) || c.step < 0)
     throw UserError(what + ": implausible world_size " + std::to_string(c.world_size) + " or step " +
                     std::to_string(c.step) + " (damaged file)");
+  // Counters are products and sums on resume (samples = step × batch): bounded, they cannot overflow.
+  for (auto [k, v] : root_integers(c)) check_counter(k, *v, what);
 
   int64_t num_params = 0;
   {
@@ -79,6 +90,7 @@ Checkpoint read_checkpoint(const std::string& path) {
     c.spec = h5::read_attr_str(model.id(), "spec", what + ": /model");
     c.input_shape = Shape(h5::read_attr_i64s(model.id(), "input_shape", what + ": /model"));
     num_params = h5::read_attr_i64(model.id(), "num_params", what + ": /model");
+    check_counter("num_params", num_params, what);  // < 0 would let tensors of any length through
   }
   c.params = h5::read_tensor(f, "params_flat", DType::F32, num_params, what);
   c.buffers = read_named(f, "buffers", -1, what);
@@ -87,6 +99,7 @@ Checkpoint read_checkpoint(const std::string& path) {
     H5Handle opt = H5Handle::group(h5_check(H5Gopen2(f, "optimizer", H5P_DEFAULT), what + ": /optimizer"));
     c.optimizer = h5::read_attr_str(opt.id(), "name", what + ": /optimizer");
     c.optimizer_steps = h5::read_attr_i64(opt.id(), "steps_taken", what + ": /optimizer");
+    check_counter("optimizer steps_taken", c.optimizer_steps, what);
   }
   c.optimizer_state = read_named(f, "optimizer", num_params, what);
   {
@@ -96,10 +109,17 @@ Checkpoint read_checkpoint(const std::string& path) {
     c.sampler_epoch = h5::read_attr_i64(rng.id(), "sampler_epoch", what + ": /rng");
     c.sampler_batch = h5::read_attr_i64(rng.id(), "sampler_batch", what + ": /rng");
     c.dropout_step = h5::read_attr_i64(rng.id(), "dropout_step", what + ": /rng");
+    check_counter("sampler_epoch", c.sampler_epoch, what);
+    check_counter("sampler_batch", c.sampler_batch, what);
+    check_counter("dropout_step", c.dropout_step, what);
   }
   Tensor window = h5::read_tensor(f, "log_window", DType::F64, 4 * c.world_size, what);
   for (int64_t r = 0; r < c.world_size; ++r) {
     const double* row = window.data<double>() + 4 * r;
+    // The trainer adds these to its step-table window and converts the step count to an integer.
+    if (!std::isfinite(row[0]) || !(row[1] >= 0 && row[2] >= 0 && row[3] >= 0) ||
+        std::max({row[1], row[2], row[3]}) > 9007199254740992.0)
+      throw UserError(what + ": implausible log_window of rank " + std::to_string(r) + " (damaged file)");
     c.log_window.push_back({row[0], row[1], row[2], row[3]});
   }
 

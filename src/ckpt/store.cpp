@@ -43,7 +43,7 @@ Found find_newest_valid(const std::string& dir) {
       found.path = s.path;
       return found;
     } catch (const UserError& e) {
-      found.skipped.push_back(e.what());
+      found.skipped.emplace_back(e.what());
     }
   }
   return found;

@@ -72,10 +72,14 @@ std::vector<std::string> check_resumable(const Checkpoint& c, const std::string&
 }
 
 int64_t resume_step(const Checkpoint& c, const RunLayout& run) {
-  if (c.global_batch == run.global_batch || run.steps_per_epoch <= 0) return c.step;
-  const int64_t samples_in_epoch = c.step_in_epoch * c.global_batch;
-  const int64_t position = (samples_in_epoch + run.global_batch - 1) / run.global_batch;
-  return c.epoch * run.steps_per_epoch + std::min(position, run.steps_per_epoch);
+  if (c.global_batch == run.global_batch || run.steps_per_epoch <= 0 || run.global_batch <= 0) return c.step;
+  // In 128 bits: the reader bounds each counter by 2^53, so no product overflows; a
+  // position past the last step of a run saturates instead of wrapping.
+  using Wide = __int128;
+  const Wide samples_in_epoch = Wide(c.step_in_epoch) * c.global_batch;
+  const Wide position = (samples_in_epoch + run.global_batch - 1) / run.global_batch;
+  const Wide step = Wide(c.epoch) * run.steps_per_epoch + std::min<Wide>(position, run.steps_per_epoch);
+  return step > INT64_MAX ? INT64_MAX : static_cast<int64_t>(step);
 }
 
 }  // namespace hpc::ckpt

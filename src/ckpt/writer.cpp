@@ -7,12 +7,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
 #include "ckpt/checkpoint.h"
 #include "ckpt/h5_io.h"
 #include "core/error.h"
+#include "dist/fault_injection.h"
 
 namespace hpc::ckpt {
 
@@ -23,6 +25,7 @@ namespace {
 
 std::vector<const NamedTensor*> by_name(const std::vector<NamedTensor>& v) {
   std::vector<const NamedTensor*> out;
+  out.reserve(v.size());
   for (const NamedTensor& t : v) out.push_back(&t);
   std::sort(out.begin(), out.end(),
             [](const NamedTensor* a, const NamedTensor* b) { return a->name < b->name; });
@@ -54,6 +57,24 @@ class TempFile {
   std::string path_;
   bool committed_ = false;
 };
+
+// The errno of a write that failed inside HDF5: its sec2 driver reports
+// "file write failed: …, errno = 28, error message = 'No space left on
+// device', …" as the innermost message, which h5_check puts into ours. 0: none.
+int errno_in(const std::string& message) {
+  const size_t at = message.find("errno = ");
+  return at == std::string::npos ? 0 : std::atoi(message.c_str() + at + 8);
+}
+
+bool disk_full(int err) { return err == ENOSPC || err == EDQUOT; }
+
+// A full disk or quota is its own error (exit 74): the job must stop and say
+// so, not retry; anything else keeps the old one-line UserError.
+[[noreturn]] void throw_write_error(const std::string& path, int err, const std::string& otherwise) {
+  if (err == ENOSPC) throw IoError("cannot write checkpoint " + path + ": no space left on device (ENOSPC)");
+  if (err == EDQUOT) throw IoError("cannot write checkpoint " + path + ": disk quota exceeded (EDQUOT)");
+  throw UserError(otherwise + " (" + std::strerror(err) + ")");
+}
 
 void write_named(hid_t file, const std::string& group, const std::vector<NamedTensor>& v,
                  const std::string& what) {
@@ -101,11 +122,12 @@ void write_checkpoint(const std::string& path, const Checkpoint& c, bool crash_m
   // threads may be inside HDF5 while rank 0 saves (see data::h5_lock).
   auto lock = data::h5_lock();
   data::H5QuietErrors quiet;
-  {
+  H5Handle file;  // outside the try: after a failed write the catch closes it without a second message
+  try {
     H5Handle fapl = H5Handle::plist(h5_check(H5Pcreate(H5P_FILE_ACCESS), what));
     // Lustre/GPFS/NFS often refuse locks, and nobody reads a temp file.
     data::disable_file_locking(fapl.id(), what);
-    H5Handle file =
+    file =
         H5Handle::file(h5_check(H5Fcreate(tmp.path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.id()), what));
     const hid_t f = file.id();
 
@@ -131,6 +153,7 @@ void write_checkpoint(const std::string& path, const Checkpoint& c, bool crash_m
                    tmp.path().c_str());
       ::kill(::getpid(), SIGKILL);
     }
+    if (const int err = dist::fault_at(dist::FaultPoint::CkptWrite)) throw_write_error(path, err, what);
     for (const ParamEntry& p : c.param_entries)
       h5::write_tensor(f, "params/" + p.name, c.params.slice(p.offset, p.shape), p.shape, what);
 
@@ -155,12 +178,21 @@ void write_checkpoint(const std::string& path, const Checkpoint& c, bool crash_m
     }
     h5::write_tensor(f, "log_window", window, window.shape(), what);
     h5::write_attr(f, "checksum", static_cast<int64_t>(content_checksum(c)), what);
+    if (const int err = dist::fault_at(dist::FaultPoint::CkptClose)) throw_write_error(path, err, what);
     if (file.close() < 0) data::throw_h5_error(what);
+  } catch (const UserError& e) {
+    // The file cannot be flushed either; its close fails the same way and would only say so again.
+    file.close();
+    // HDF5 says "errno = 28" somewhere inside its message: make that the clear disk-full line.
+    if (disk_full(errno_in(e.what()))) throw_write_error(path, errno_in(e.what()), what);
+    throw;
   }
-  if (!sync_path(tmp.path(), O_RDONLY))
-    throw UserError("cannot sync checkpoint " + tmp.path() + " to disk (" + std::strerror(errno) + ")");
-  if (std::rename(tmp.path().c_str(), path.c_str()) != 0)
-    throw UserError("cannot rename " + tmp.path() + " to " + path + " (" + std::strerror(errno) + ")");
+  int err = dist::fault_at(dist::FaultPoint::CkptFsync);
+  if (err == 0 && !sync_path(tmp.path(), O_RDONLY)) err = errno;
+  if (err != 0) throw_write_error(path, err, "cannot sync checkpoint " + tmp.path() + " to disk");
+  err = dist::fault_at(dist::FaultPoint::CkptRename);
+  if (err == 0 && std::rename(tmp.path().c_str(), path.c_str()) != 0) err = errno;
+  if (err != 0) throw_write_error(path, err, "cannot rename " + tmp.path() + " to " + path);
   tmp.commit();
   const fs::path dir = fs::path(path).parent_path();
   if (!sync_path(dir.empty() ? "." : dir.string(), O_RDONLY | O_DIRECTORY))

@@ -75,7 +75,8 @@ po::parsed_options parse_command_line(const std::vector<std::string>& args,
     parsed = po::command_line_parser(args).options(desc).style(style).run();
   } catch (const po::unknown_option& e) {
     std::string name = e.get_option_name();
-    std::string bare = name.substr(name.find_first_not_of('-'));
+    const size_t dashes = name.find_first_not_of('-');  // npos: the word is only dashes ("----")
+    std::string bare = dashes == std::string::npos ? "" : name.substr(dashes);
     std::string near = config::closest_match(bare, all_option_names(""));
     throw UserError("unknown option " + name + did_you_mean(near.empty() ? "" : "--" + near) +
                     " (hpctrain --help lists the options)");
@@ -122,6 +123,7 @@ po::parsed_options parse_env(const po::options_description& desc, std::map<std::
   });
   if (!unknown.empty()) {
     std::vector<std::string> known;
+    known.reserve(to_option.size());
     for (const auto& entry : to_option) known.push_back(entry.first);
     std::sort(unknown.begin(), unknown.end());
     throw UserError("unknown environment variable " + unknown.front() +

@@ -23,52 +23,59 @@ struct DataConfig {
 };
 
 struct ModelConfig {
-  std::string preset = "cnn";   // simplenet | mlp | lenet5 | cnn | resnet20
-  std::string spec;             // explicit layer spec; overrides preset
+  std::string preset = "cnn";            // simplenet | mlp | lenet5 | cnn | resnet20
+  std::string spec;                      // explicit layer spec; overrides preset
   std::vector<int> hidden = {512, 512};  // mlp widths
-  std::string sync_bn = "auto"; // auto (on when world size > 1) | true | false
+  std::string sync_bn = "auto";          // auto (on when world size > 1) | true | false
+  // GPT presets (gpt-tiny | gpt-small | gpt2-124m): 0 means "the preset's value".
+  int64_t layers = 0;      // transformer blocks
+  int64_t heads = 0;       // attention heads per block (width % heads == 0)
+  int64_t width = 0;       // embedding width
+  int64_t context = 0;     // tokens per training window
+  int64_t vocab = 0;       // vocabulary size (256 for the byte-level tokenizer)
+  bool recompute = false;  // recompute block activations in backward (gradient checkpointing)
 };
 
 struct OptimConfig {
-  std::string name = "adam";    // sgd | adam | adamw
+  std::string name = "adam";  // sgd | adam | adamw
   double lr = 1e-3;
-  double momentum = 0.9;        // sgd
-  bool nesterov = false;        // sgd
+  double momentum = 0.9;                          // sgd
+  bool nesterov = false;                          // sgd
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
-  double weight_decay = 0.0;    // L2 (sgd, adam) or decoupled (adamw)
-  double clip_norm = 0.0;       // clip gradients to this global L2 norm; 0 = off
-  std::string schedule = "constant";  // constant | step | cosine
-  int64_t warmup_steps = 0;     // linear warmup over this many optimizer steps (step s gets peak·(s+1)/warmup)
-  int64_t step_every = 1000;    // step schedule: multiply lr by gamma every this many steps
+  double weight_decay = 0.0;                      // L2 (sgd, adam) or decoupled (adamw)
+  double clip_norm = 0.0;                         // clip gradients to this global L2 norm; 0 = off
+  std::string schedule = "constant";              // constant | step | cosine
+  int64_t warmup_steps = 0;   // linear warmup over this many optimizer steps (step s gets peak·(s+1)/warmup)
+  int64_t step_every = 1000;  // step schedule: multiply lr by gamma every this many steps
   double gamma = 0.1;
-  double min_lr = 0.0;          // cosine floor
+  double min_lr = 0.0;              // cosine floor
   std::string lr_scaling = "none";  // none | linear: lr × global_batch / base_batch
   int64_t base_batch = 256;
 };
 
 struct TrainConfig {
-  int64_t batch_size = 64;      // per rank
-  int64_t epochs = 5;           // total epochs (ignored when steps > 0)
-  int64_t steps = 0;            // total optimizer steps; 0 = use epochs
-  int64_t accum_steps = 1;      // micro-batches per optimizer step
+  int64_t batch_size = 64;  // per rank
+  int64_t epochs = 5;       // total epochs (ignored when steps > 0)
+  int64_t steps = 0;        // total optimizer steps; 0 = use epochs
+  int64_t accum_steps = 1;  // micro-batches per optimizer step
   uint64_t seed = 42;
-  std::string device = "auto";  // auto | cpu | cuda
+  std::string device = "auto";     // auto | cpu | cuda
   std::string precision = "fp32";  // fp32 | bf16 | fp16 (GPU)
-  std::string loss = "auto";    // auto | ce | mse
+  std::string loss = "auto";       // auto | ce | mse
   double label_smoothing = 0.0;
-  double time_limit = 0;        // seconds; 0 = none
+  double time_limit = 0;  // seconds; 0 = none
 };
 
 struct DistConfig {
-  std::string backend = "auto"; // auto | mpi | nccl
+  std::string backend = "auto";  // auto | mpi | nccl
   double bucket_mb = 25;
-  double timeout = 300;         // seconds per collective before the job is aborted
-  bool overlap = true;          // start each gradient bucket's allreduce during backward
+  double timeout = 300;  // seconds per collective before the job is aborted
+  bool overlap = true;   // start each gradient bucket's allreduce during backward
 };
 
 struct LogConfig {
-  int64_t every = 50;           // steps between step-table lines
-  std::string progress = "auto";// auto (bar on a TTY) | bar | plain | none
+  int64_t every = 50;             // steps between step-table lines
+  std::string progress = "auto";  // auto (bar on a TTY) | bar | plain | none
 };
 
 struct CkptConfig {
@@ -78,14 +85,24 @@ struct CkptConfig {
   bool allow_reshard = false;
 };
 
+// hpctrain sample (a language model's checkpoint): command-line options of that command only.
+struct SampleConfig {
+  std::string prompt;        // text to continue (its bytes are the first tokens)
+  int64_t tokens = 200;      // tokens to generate
+  double temperature = 0.8;  // softmax temperature; 0 = greedy
+  int64_t top_k = 40;        // sample among the k most likely tokens; 0 = all
+  uint64_t seed = 0;         // the same seed gives the same text
+};
+
 struct Config {
   std::string command = "train";  // train | eval | doctor | sample
   std::string config_file;
   std::string run_dir = "runs/default";
-  std::string resume;             // "" | auto | PATH
-  std::string checkpoint;         // eval / sample
-  bool json = false;              // doctor: print the report as JSON
-  bool local = false;             // doctor: this process only (no MPI, no fabric preflight)
+  std::string resume;      // "" | auto | PATH
+  std::string checkpoint;  // eval / sample
+  SampleConfig sample;     // sample
+  bool json = false;       // doctor: print the report as JSON
+  bool local = false;      // doctor: this process only (no MPI, no fabric preflight)
   DataConfig data;
   ModelConfig model;
   OptimConfig optim;

@@ -34,7 +34,7 @@ constexpr Range UNIT_HALF_OPEN{0, false, 1, true};  // [0, 1): decay rates, smoo
 std::vector<std::string> preset_choices() {
   std::vector<std::string> names = nn::preset_names();
   for (const char* reserved : {"gpt-tiny", "gpt-small", "gpt2-124m"})
-    if (std::find(names.begin(), names.end(), reserved) == names.end()) names.push_back(reserved);
+    if (std::find(names.begin(), names.end(), reserved) == names.end()) names.emplace_back(reserved);
   return names;
 }
 
@@ -171,10 +171,20 @@ OptionSpec doctor_only(OptionSpec s) {
   return s;
 }
 
+// An option of `hpctrain sample` only, like doctor_only.
+OptionSpec sample_only(OptionSpec s) {
+  s.in_file = false;
+  s.set = [inner = s.set](Config& c, const std::string& text) {
+    if (c.command != "sample") throw BadValue("only for 'hpctrain sample'");
+    inner(c, text);
+  };
+  return s;
+}
+
 // The accessor for a field: generic so that the same lambda serves const
 // (get) and mutable (set) access.
 // clang-format off
-#define FIELD(member) [](auto& c) -> auto& { return c.member; }
+#define FIELD(member) [](auto& c) -> auto& { return c.member; }  // NOLINT(bugprone-macro-parentheses): c.(member) is not C++
 // clang-format on
 
 std::vector<OptionSpec> build_table() {
@@ -186,8 +196,18 @@ std::vector<OptionSpec> build_table() {
            "continue from the newest valid checkpoint in run.dir (auto) or from this file"),
       text("checkpoint", FIELD(checkpoint), P::INPUT_FILE, "PATH", "checkpoint to evaluate or sample from"),
       doctor_only(flag("json", FIELD(json), "doctor: print the report as JSON (--json alone means true)")),
-      doctor_only(flag("local", FIELD(local),
-                       "doctor: check this process only, without MPI or the fabric preflight (container %test)")),
+      doctor_only(
+          flag("local", FIELD(local),
+               "doctor: check this process only, without MPI or the fabric preflight (container %test)")),
+      sample_only(text("prompt", FIELD(sample.prompt), P::ANY_TEXT, "TEXT",
+                       "sample: the text to continue (its bytes are the first tokens)")),
+      sample_only(number("tokens", FIELD(sample.tokens), AT_LEAST_ONE, "sample: tokens to generate")),
+      sample_only(number("temperature", FIELD(sample.temperature), NON_NEGATIVE,
+                         "sample: softmax temperature; 0 = greedy (always the most likely token)")),
+      sample_only(number("top-k", FIELD(sample.top_k), NON_NEGATIVE,
+                         "sample: draw among the k most likely tokens; 0 = all")),
+      sample_only(
+          number("seed", FIELD(sample.seed), ANY, "sample: random seed (the same seed, the same text)")),
 
       text("data.path", FIELD(data.path), P::INPUT_FILE, "PATH",
            "HDF5 dataset with /train and optionally /val (needed by train and eval)"),
@@ -204,6 +224,14 @@ std::vector<OptionSpec> build_table() {
       int_list("model.hidden", FIELD(model.hidden), "mlp hidden layer widths"),
       auto_or_bool("model.sync_bn", FIELD(model.sync_bn),
                    "batch-norm statistics over all ranks (auto: when there is more than one)"),
+      number("model.layers", FIELD(model.layers), NON_NEGATIVE, "gpt: transformer blocks (0: the preset's)"),
+      number("model.heads", FIELD(model.heads), NON_NEGATIVE, "gpt: attention heads (0: the preset's)"),
+      number("model.width", FIELD(model.width), NON_NEGATIVE, "gpt: embedding width (0: the preset's)"),
+      number("model.context", FIELD(model.context), NON_NEGATIVE,
+             "gpt: tokens per training window (0: the preset's)"),
+      number("model.vocab", FIELD(model.vocab), NON_NEGATIVE, "gpt: vocabulary size (0: the preset's)"),
+      flag("model.recompute", FIELD(model.recompute),
+           "gpt: recompute block activations in backward to save memory"),
 
       choice("optim.name", FIELD(optim.name), {"sgd", "adam", "adamw"}, "optimizer"),
       number("optim.lr", FIELD(optim.lr), POSITIVE, "peak learning rate (after warmup, before lr_scaling)"),

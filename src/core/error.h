@@ -16,6 +16,7 @@ constexpr int EXIT_OK = 0;
 constexpr int EXIT_INTERNAL = 1;   // a bug: an invariant failed
 constexpr int EXIT_BAD_INPUT = 2;  // bad option, config, data file, model spec, checkpoint
 constexpr int EXIT_PEER = 3;       // a peer rank died or a collective timed out
+constexpr int EXIT_IO = 74;        // the disk is full, or reading the data failed (EX_IOERR of sysexits.h)
 constexpr int EXIT_REQUEUE = 75;   // checkpointed on request (signal / time limit): requeue me
 
 class Error : public std::runtime_error {
@@ -39,13 +40,21 @@ class PeerError : public Error {
   explicit PeerError(const std::string& msg) : Error(EXIT_PEER, msg) {}
 };
 
+// The system failed us: no space left for a checkpoint (ENOSPC, EDQUOT), an
+// I/O error reading the data (EIO). Not a bug, not bad input, and not worth
+// a requeue (75) that would fail the same way.
+class IoError : public Error {
+ public:
+  explicit IoError(const std::string& msg) : Error(EXIT_IO, msg) {}
+};
+
 // An internal invariant failed: a bug in hpctrain, not in the input.
-#define HPC_ASSERT(cond, msg)                                                                 \
-  do {                                                                                        \
-    if (!(cond))                                                                              \
-      throw ::hpc::Error(::hpc::EXIT_INTERNAL, std::string("internal error: ") + (msg) +      \
-                                                   " (" #cond ") at " __FILE__ ":" +          \
-                                                   std::to_string(__LINE__));                 \
+#define HPC_ASSERT(cond, msg)                                                            \
+  do {                                                                                   \
+    if (!(cond))                                                                         \
+      throw ::hpc::Error(::hpc::EXIT_INTERNAL, std::string("internal error: ") + (msg) + \
+                                                   " (" #cond ") at " __FILE__ ":" +     \
+                                                   std::to_string(__LINE__));            \
   } while (0)
 
 }  // namespace hpc

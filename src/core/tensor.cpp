@@ -14,26 +14,39 @@ namespace hpc {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32: return 4;
-    case DType::F64: return 8;
-    case DType::BF16: return 2;
-    case DType::F16: return 2;
-    case DType::U8: return 1;
-    case DType::U16: return 2;
-    case DType::I32: return 4;
+    case DType::F32:
+      return 4;
+    case DType::F64:
+      return 8;
+    case DType::BF16:
+    case DType::F16:
+      return 2;
+    case DType::U8:
+      return 1;
+    case DType::U16:
+      return 2;
+    case DType::I32:
+      return 4;
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "float32";
-    case DType::F64: return "float64";
-    case DType::BF16: return "bfloat16";
-    case DType::F16: return "float16";
-    case DType::U8: return "uint8";
-    case DType::U16: return "uint16";
-    case DType::I32: return "int32";
+    case DType::F32:
+      return "float32";
+    case DType::F64:
+      return "float64";
+    case DType::BF16:
+      return "bfloat16";
+    case DType::F16:
+      return "float16";
+    case DType::U8:
+      return "uint8";
+    case DType::U16:
+      return "uint16";
+    case DType::I32:
+      return "int32";
   }
   return "?";
 }
@@ -42,7 +55,11 @@ const char* device_name(Device d) { return d == Device::CPU ? "cpu" : "cuda"; }
 
 int64_t Shape::count() const {
   int64_t n = 1;
-  for (int64_t d : dims_) n *= d;
+  // Dimensions come from user input (layer arguments, a data file's shape):
+  // an overflowing product is a bad input, never a silently wrapped size.
+  for (int64_t d : dims_)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw UserError("a tensor of shape " + str() + " would have more than 2^63 elements");
   return n;
 }
 

@@ -87,7 +87,9 @@ class Tensor {
 
   void* raw() const { return data_; }
   template <typename T>
-  T* data() const { return static_cast<T*>(data_); }
+  T* data() const {
+    return static_cast<T*>(data_);
+  }
 
   // Same memory, another shape with the same element count.
   Tensor view(Shape shape) const;

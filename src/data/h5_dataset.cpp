@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <type_traits>
@@ -16,6 +17,7 @@
 #include "core/error.h"
 #include "data/h5_handle.h"
 #include "data/sample_source.h"
+#include "dist/fault_injection.h"
 
 namespace hpc::data {
 
@@ -207,6 +209,14 @@ H5Dataset::H5Dataset(const std::string& path, const std::string& split, const Op
   info_.sample_shape = Shape(std::vector<int64_t>(xd.begin() + 1, xd.end()));
   if (info_.sample_shape.count() == 0)
     throw UserError(xwhat + ": sample shape " + info_.sample_shape.str() + " is empty");
+  // A chunked dataset that was never written claims any shape in a few bytes; validation and
+  // every batch buffer hold whole samples, so a sample must fit in memory several times over.
+  if (info_.sample_shape.count() > (int64_t(1) << 28))
+    throw UserError(xwhat + ": samples of shape " + info_.sample_shape.str() +
+                    " are larger than hpctrain supports (2^28 elements, 1 GiB as float32)");
+  if (yd.size() == 2 && yd[1] > (int64_t(1) << 28))
+    throw UserError(ywhat + ": " + std::to_string(yd[1]) +
+                    " targets per sample is more than hpctrain supports");
   if (!info_.classification) {
     info_.target_shape = Shape{yd.size() == 2 ? yd[1] : 1};
     if (info_.target_shape[0] == 0) throw UserError(ywhat + " has zero targets per sample");
@@ -217,6 +227,15 @@ H5Dataset::H5Dataset(const std::string& path, const std::string& split, const Op
     info_.mean = number_attr(x.id(), "mean", xwhat).value_or(0.0);
     info_.std = number_attr(x.id(), "std", xwhat).value_or(1.0);
     if (info_.std == 0) throw UserError(xwhat + ": attribute 'std' is 0");
+    // gather() computes byte·gain + offset in float32: every byte must map to a finite value there
+    // (1e30 leaves room for the float rounding of gain and offset).
+    const double lo = -info_.mean / info_.std, hi = (255 * info_.scale - info_.mean) / info_.std;
+    if (!(std::fabs(lo) <= 1e30 && std::fabs(hi) <= 1e30)) {
+      char range[64];
+      std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
+      throw UserError(xwhat + ": attributes scale/mean/std map bytes 0-255 to " + range +
+                      ", beyond the float32 inputs hpctrain computes with (|x| <= 1e30)");
+    }
   }
 
   const int64_t xsize = info_.x_dtype == DType::F32 ? 4 : 1;
@@ -306,6 +325,11 @@ void H5Dataset::gather(const int64_t* indices, int64_t n, const Tensor& x, const
   std::vector<std::byte> staged;
   const std::byte* xrows = x_->data();
   const int64_t* xidx = indices;
+  // Test-only (HPCTRAIN_FAULT eio@data_read): the error a failed read of mapped rows ends in. (A real
+  // EIO under a mapping is a SIGBUS, see file_mapping.h; the H5Dread path has its own hook.)
+  if (xrows)
+    if (const int err = dist::fault_at(dist::FaultPoint::DataRead))
+      throw_read_error("data file '" + path_ + "': /" + split_ + "/x", row_span(indices, n), err);
   if (!xrows) {
     xidx = nullptr;
     if (info_.x_dtype == DType::F32 && x.dtype() == DType::F32) {
@@ -344,9 +368,9 @@ void H5Dataset::gather(const int64_t* indices, int64_t n, const Tensor& x, const
   });
 }
 
-std::string mmap_advice(const std::vector<const H5Dataset*>& datasets) {
+std::string mmap_advice(const std::vector<const Dataset*>& datasets) {
   std::string which, files;
-  for (const H5Dataset* ds : datasets) {
+  for (const Dataset* ds : datasets) {
     if (!ds || ds->mapped()) continue;
     for (const std::string& u : ds->unmapped()) which += (which.empty() ? "" : ", ") + u;
     if (files.find("'" + ds->path() + "'") == std::string::npos)

@@ -32,33 +32,24 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "data/dataset.h"
 
 namespace hpc::data {
 
 class SampleSource;
-
-struct SplitInfo {
-  int64_t size = 0;                     // samples N
-  Shape sample_shape;                   // x dims without N (e.g. 1x28x28)
-  DType x_dtype = DType::F32;           // as stored: F32 or U8
-  bool classification = true;           // y int32 class ids; else float targets
-  int64_t num_classes = 0;              // classification only (0 for regression)
-  Shape target_shape;                   // regression: {k}; classification: {} (one id per sample)
-  double scale = 1, mean = 0, std = 1;  // uint8 x: value = (byte·scale − mean)/std
-};
 
 struct OpenOptions {
   bool full_check = false;  // scan every input for NaN/Inf, not just the first 4096 samples
   bool allow_mmap = true;   // false: H5Dread even for mappable datasets (tests, benchmarks)
 };
 
-class H5Dataset {
+class H5Dataset : public Dataset {
  public:
   // Opens and validates `split` of `path`; throws UserError (one line) on any problem.
   H5Dataset(const std::string& path, const std::string& split, const OpenOptions& options);
   H5Dataset(const std::string& path, const std::string& split, bool full_check = false)
       : H5Dataset(path, split, OpenOptions{full_check, true}) {}
-  ~H5Dataset();
+  ~H5Dataset() override;
   H5Dataset(H5Dataset&&) noexcept;
   H5Dataset& operator=(H5Dataset&&) noexcept;
 
@@ -67,14 +58,14 @@ class H5Dataset {
   // the file cannot be opened as HDF5.
   static bool has_split(const std::string& path, const std::string& split);
 
-  const SplitInfo& info() const { return info_; }
-  const std::string& path() const { return path_; }
+  const SplitInfo& info() const override { return info_; }
+  const std::string& path() const override { return path_; }
   const std::string& split() const { return split_; }
   // True when x and y are both memory-mapped.
-  bool mapped() const;
+  bool mapped() const override;
   // The datasets that are not mapped, with the reason, e.g.
   // "/train/x (chunked, filters: deflate)"; empty when mapped().
-  std::vector<std::string> unmapped() const;
+  std::vector<std::string> unmapped() const override;
 
   // Copies samples indices[0..n) (repeats allowed) into CPU tensors:
   //   x: F32 or F64, leading dim n, n × sample_shape.count() elements (uint8 is
@@ -82,7 +73,7 @@ class H5Dataset {
   //   y: classification: I32 with n elements; regression: F32 or F64 with
   //      n × k elements.
   // Indices must lie in [0, size) — they come from the sampler, not the user.
-  void gather(const int64_t* indices, int64_t n, const Tensor& x, const Tensor& y) const;
+  void gather(const int64_t* indices, int64_t n, const Tensor& x, const Tensor& y) const override;
 
  private:
   // Converts x rows into out: row i is rows + indices[i]·stride (mapped), or
@@ -103,6 +94,6 @@ class H5Dataset {
 
 // The one info line for datasets that are not memory-mapped ("" when all
 // are): which ones and why, that H5Dread is slower, and the repack command.
-std::string mmap_advice(const std::vector<const H5Dataset*>& datasets);
+std::string mmap_advice(const std::vector<const Dataset*>& datasets);
 
 }  // namespace hpc::data

@@ -13,6 +13,16 @@
 
 namespace hpc::data {
 
+namespace {
+// A write that fails for lack of space (ENOSPC, EDQUOT) makes H5Fclose fail
+// half-way, and HDF5's own exit handler then closes that file again and
+// crashes (SIGSEGV in H5F__close_cb, HDF5 1.10): a clean "disk full" exit
+// would end as a segfault. Every file we write is closed explicitly, so the
+// handler has nothing to do for us; it must be switched off before the
+// library's first call, hence at static initialisation.
+[[maybe_unused]] const bool NO_HDF5_ATEXIT = H5dont_atexit() >= 0;
+}  // namespace
+
 std::unique_lock<std::recursive_mutex> h5_lock() {
   static std::recursive_mutex library;
   return std::unique_lock<std::recursive_mutex>(library);

@@ -35,12 +35,13 @@ std::shared_ptr<void> host_buffer(const std::shared_ptr<HostAllocator>& alloc, s
   return std::shared_ptr<void>(p, [alloc, bytes](void* q) { alloc->deallocate(q, bytes); });
 }
 
-BatchLayout layout_for(const H5Dataset& ds, int64_t rows) {
+BatchLayout layout_for(const Dataset& ds, int64_t rows) {
   const SplitInfo& info = ds.info();
   BatchLayout l;
   l.x_shape = info.sample_shape.with_batch(rows);
   l.x_dtype = DType::F32;
-  l.y_shape = info.classification ? Shape{rows} : info.target_shape.with_batch(rows);
+  // One class id per sample (target_shape {}), or a row of them (token windows) or of float targets.
+  l.y_shape = info.target_shape.rank() == 0 ? Shape{rows} : info.target_shape.with_batch(rows);
   l.y_dtype = info.classification ? DType::I32 : DType::F32;
   return l;
 }
@@ -53,7 +54,7 @@ Loader::Loader(BatchLayout layout, GatherFn gather, LoaderOptions options)
     : layout_(std::move(layout)),
       gather_(std::move(gather)),
       workers_(options.workers),
-      allocator_(options.allocator ? options.allocator : pageable_host_allocator()) {
+      allocator_(options.allocator ? std::move(options.allocator) : pageable_host_allocator()) {
   HPC_ASSERT(options.workers >= 1 && options.prefetch >= 1, "loader needs a worker and a prefetch slot");
   HPC_ASSERT(layout_.x_shape.rank() >= 1 && layout_.y_shape.rank() >= 1 &&
                  layout_.x_shape[0] == layout_.y_shape[0] && layout_.x_shape[0] > 0,
@@ -70,7 +71,7 @@ Loader::Loader(BatchLayout layout, GatherFn gather, LoaderOptions options)
   }
 }
 
-Loader::Loader(const H5Dataset& dataset, int64_t rows, LoaderOptions options)
+Loader::Loader(const Dataset& dataset, int64_t rows, LoaderOptions options)
     : Loader(
           layout_for(dataset, rows),
           [&dataset](const int64_t* idx, int64_t n, const Tensor& x, const Tensor& y) {

@@ -41,7 +41,7 @@
 
 namespace hpc::data {
 
-class H5Dataset;
+class Dataset;
 
 // Where batch buffers live. Implementations must be thread-safe.
 class HostAllocator {
@@ -79,14 +79,14 @@ struct Batch {
 
 // Fills out[0, rows) with the dataset indices of `item`; returns how many are real samples.
 using PlanFn = std::function<int64_t(int64_t item, int64_t* out)>;
-// Copies samples idx[0, n) into x and y (H5Dataset::gather).
+// Copies samples idx[0, n) into x and y (Dataset::gather).
 using GatherFn = std::function<void(const int64_t* idx, int64_t n, const Tensor& x, const Tensor& y)>;
 
 class Loader {
  public:
   Loader(BatchLayout layout, GatherFn gather, LoaderOptions options);
   // Batches of `rows` samples of `dataset` (x float32; y int32 ids or float32 targets).
-  Loader(const H5Dataset& dataset, int64_t rows, LoaderOptions options);
+  Loader(const Dataset& dataset, int64_t rows, LoaderOptions options);
   ~Loader();
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;

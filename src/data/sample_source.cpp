@@ -3,6 +3,8 @@
 #include "data/sample_source.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -10,6 +12,7 @@
 #include "core/error.h"
 #include "data/file_mapping.h"
 #include "data/h5_handle.h"
+#include "dist/fault_injection.h"
 
 namespace hpc::data {
 
@@ -117,7 +120,18 @@ class ReadSource : public SampleSource {
                what);
       const hsize_t elems = static_cast<hsize_t>(rows) * row_elems_;
       H5Handle mspace = H5Handle::space(h5_check(H5Screate_simple(1, &elems, nullptr), what));
-      h5_check(H5Dread(dset_.id(), mem_type_, mspace.id(), fspace.id(), H5P_DEFAULT, out), what);
+      const std::string span =
+          rows == 1 ? "row " + std::to_string(first)
+                    : "rows " + std::to_string(first) + " to " + std::to_string(first + rows - 1);
+      if (const int err = dist::fault_at(dist::FaultPoint::DataRead)) throw_read_error(what_, span, err);
+      if (H5Dread(dset_.id(), mem_type_, mspace.id(), fspace.id(), H5P_DEFAULT, out) < 0) {
+        // HDF5's sec2 driver puts the errno of a failed read(2) into its message ("errno = 5, …").
+        const std::string detail = h5_error_detail();
+        H5Eclear2(H5E_DEFAULT);
+        const size_t at = detail.find("errno = ");
+        throw_read_error(what_, span, at == std::string::npos ? 0 : std::atoi(detail.c_str() + at + 8),
+                         detail);
+      }
       out += rows * row_bytes();
     }
   }
@@ -219,6 +233,19 @@ MmapCheck check_mmap(hid_t dataset, hid_t mem_type) {
   c.file = file_name(dataset);
   if (c.file.empty()) c.why_not = "its file name cannot be read";
   return c;
+}
+
+std::string row_span(const int64_t* idx, int64_t n) {
+  if (n <= 0) return "no rows";
+  const auto [lo, hi] = std::minmax_element(idx, idx + n);
+  return std::to_string(n) + (n == 1 ? " sample" : " samples") + " (rows " + std::to_string(*lo) + " to " +
+         std::to_string(*hi) + ")";
+}
+
+void throw_read_error(const std::string& what, const std::string& rows, int err, const std::string& detail) {
+  if (err == 0)
+    throw UserError(what + ": reading " + rows + " failed" + (detail.empty() ? "" : " (" + detail + ")"));
+  throw IoError(what + ": reading " + rows + " failed: " + std::strerror(err) + (err == EIO ? " (EIO)" : ""));
 }
 
 std::unique_ptr<SampleSource> open_source(hid_t file, const SourceRequest& r) {

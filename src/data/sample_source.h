@@ -78,6 +78,14 @@ struct SourceRequest {
 // the data lies past the end of a truncated file.
 std::unique_ptr<SampleSource> open_source(hid_t file, const SourceRequest& request);
 
+// "rows 40 to 103" for a run, "64 samples (rows 12 to 9987)" for a gather of
+// scattered indices: the span a read error names.
+std::string row_span(const int64_t* idx, int64_t n);
+// A read of `rows` failed with `err`: IoError (exit 74) "<what>: reading <rows>
+// failed: Input/output error (EIO)" when err is set, else UserError with HDF5's `detail`.
+[[noreturn]] void throw_read_error(const std::string& what, const std::string& rows, int err,
+                                   const std::string& detail = "");
+
 // Calls fn(rows, first, count) over rows [first, first + n) in blocks of
 // about `block_bytes` (mapped: pointers into the mapping; else a buffer).
 template <typename Fn>

@@ -48,6 +48,7 @@ class Communicator {
   virtual std::vector<std::unique_ptr<Request>> allreduce_group(const std::vector<Tensor>& bufs,
                                                                 ReduceOp op) {
     std::vector<std::unique_ptr<Request>> out;
+    out.reserve(bufs.size());
     for (const Tensor& b : bufs) out.push_back(allreduce_async(b, op));
     return out;
   }

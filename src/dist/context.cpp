@@ -103,7 +103,9 @@ Context::Context(int* argc, char*** argv, const DistConfig& cfg) : cfg_(cfg) {
 
   std::string launch = check_launch(info_.world);
   if (!launch.empty()) throw UserError(launch);  // session_ finalizes MPI on the way out
-  faults_ = parse_fault_plan(std::getenv("HPCTRAIN_TEST_STALL"), std::getenv("HPCTRAIN_TEST_EXIT"));
+  install_faults(parse_faults(std::getenv("HPCTRAIN_FAULT"), std::getenv("HPCTRAIN_TEST_STALL"),
+                              std::getenv("HPCTRAIN_TEST_EXIT")),
+                 info_.rank);
 
   if (info_.world == 1) {
     host_comm_ = std::make_unique<SelfComm>();
@@ -150,7 +152,7 @@ std::unique_ptr<Communicator> Context::make_nccl_comm() {
   me.resize(REC, '\0');
   std::vector<char> all(static_cast<size_t>(REC * info_.world));
   host_comm().allgather(Tensor::borrow(me.data(), Shape{REC}, DType::U8),
-                        Tensor::borrow(all.data(), Shape{REC * info_.world}, DType::U8));
+                        Tensor::borrow(all.data(), Shape{int64_t{REC} * info_.world}, DType::U8));
   std::vector<std::pair<std::string, std::string>> host_bus;
   for (int r = 0; r < info_.world; ++r) {
     std::string rec(all.data() + static_cast<size_t>(r) * REC, REC);
@@ -199,7 +201,8 @@ std::pair<int, int> Context::agree_on_failure(int my_exit_code) {
 
 void Context::on_step(int64_t step) {
   hb_.set_step(step);
-  if (faults_.any()) apply_faults(faults_, info_.rank, step);
+  set_fault_step(step);
+  fault_at(FaultPoint::Step);
 }
 
 void Context::abort(int exit_code) {

@@ -40,7 +40,8 @@ struct RankInfo {
 class Context {
  public:
   // MPI_Init_thread; throws UserError on a broken launch (see check_launch) or a
-  // malformed HPCTRAIN_TEST_* variable. dist.timeout bounds every collective.
+  // malformed HPCTRAIN_FAULT / HPCTRAIN_TEST_* variable (it installs the
+  // process's fault plan, dist/fault_injection.h). dist.timeout bounds every collective.
   Context(int* argc, char*** argv, const DistConfig& cfg = DistConfig());
   ~Context();  // stops the watchdog, MPI_Finalize
   Context(const Context&) = delete;
@@ -94,7 +95,6 @@ class Context {
   RankInfo info_;
   int thread_level_ = 0;
   std::vector<PeerInfo> peers_;
-  FaultPlan faults_;
   Heartbeat hb_;
   std::unique_ptr<Watchdog> watchdog_;
   MpiComm* mpi_ = nullptr;  // host_comm_ when it is an MpiComm

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "dist/fault_injection.h"
 
 namespace hpc::dist {
 
@@ -93,6 +94,7 @@ void GradReducer::on_ready(int64_t frontier) {
 double GradReducer::finish() {
   auto t0 = std::chrono::steady_clock::now();
   start(buckets_.size());
+  fault_at(FaultPoint::Allreduce);  // test-only: a signal while every bucket's AllReduce is in flight
   for (Bucket& b : buckets_) {
     b.request->wait();
     b.done = true;

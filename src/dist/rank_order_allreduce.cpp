@@ -13,7 +13,7 @@ namespace {
 
 constexpr int MAX_SLOTS = 8;
 // Below this many bytes received per rank, one round (everyone sends everyone everything) beats two.
-constexpr int64_t DIRECT_BYTES = 64 * 1024;
+constexpr int64_t DIRECT_BYTES = int64_t{64} * 1024;
 
 MPI_Datatype reduce_type(DType t) {
   switch (t) {

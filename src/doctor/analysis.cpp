@@ -51,6 +51,7 @@ std::vector<std::pair<std::string, std::vector<const RankFacts*>>> by_host(
 
 std::string ranks_of(const std::vector<const RankFacts*>& group) {
   std::vector<int> r;
+  r.reserve(group.size());
   for (const RankFacts* f : group) r.push_back(f->rank);
   return (r.size() == 1 ? "rank " : "ranks ") + rank_list(r);
 }
@@ -199,6 +200,23 @@ void check_network(const LaunchFacts& launch, const std::vector<RankFacts>& rank
       out.problem("NCCL_SOCKET_IFNAME=" + env_of(f, "NCCL_SOCKET_IFNAME") +
                   " matches no network interface on " + host + " (it has: " + joined(f.interfaces) +
                   "): set it to one of those, or unset it");
+    // Open MPI's TCP interface lists: names must exist (a subnet, a.b.c.d/n, is not checked).
+    for (const char* var : {"OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_oob_tcp_if_include"}) {
+      const std::string spec = env_of(f, var);
+      std::vector<std::string> absent;
+      for (size_t p = 0, q; has_env(f, var) && p <= spec.size(); p = q + 1) {
+        q = std::min(spec.find(',', p), spec.size());
+        const std::string name = spec.substr(p, q - p);
+        if (!name.empty() && name.find('/') == std::string::npos &&
+            std::find(f.interfaces.begin(), f.interfaces.end(), name) == f.interfaces.end())
+          absent.push_back(name);
+      }
+      if (!absent.empty())
+        out.problem(
+            std::string(var) + "=" + spec + " names " + joined(absent) + ", which " + host +
+            " does not have (it has: " + joined(f.interfaces) +
+            "): Open MPI cannot reach the other nodes; name an interface every node has, or a subnet");
+    }
     std::vector<std::string> missing = missing_ib_hcas(env_of(f, "NCCL_IB_HCA"), f.ib);
     if (!missing.empty())
       out.problem("NCCL_IB_HCA=" + env_of(f, "NCCL_IB_HCA") + " names " + joined(missing) + ", which " +
@@ -302,6 +320,7 @@ void check_preflight(const Preflight& pf, const std::vector<RankFacts>& ranks, F
                   " library or the fabric corrupts data; report it to the admins with this output");
   }
   std::vector<int> node_of;
+  node_of.reserve(ranks.size());
   for (const RankFacts& f : ranks) node_of.push_back(f.node);
   SlowSpot spot = find_slow_spot(pf.links, pf.ranks, node_of);
   if (!spot.found) return;
@@ -328,6 +347,36 @@ void check_preflight(const Preflight& pf, const std::vector<RankFacts>& ranks, F
               "): check that node (other jobs, clocks, its network port: ibstat) or leave it out "
               "(sbatch --exclude=" +
               host + ")");
+}
+
+// The node latency probe (node_latency.h): a node whose sends are late, or a slow pair.
+void check_node_latency(const Preflight& pf, const std::vector<RankFacts>& ranks, Findings& out) {
+  if (!pf.ran || pf.node_links.empty()) return;
+  const NodeSpot spot = find_slow_node(pf.node_links, pf.nodes);
+  if (!spot.found) return;
+  auto host_of = [&](int node) {
+    auto f = std::find_if(ranks.begin(), ranks.end(), [&](const RankFacts& r) { return r.node == node; });
+    return f == ranks.end() ? std::string("?") : f->host;
+  };
+  auto name = [&](int node) { return "node " + std::to_string(node) + " (" + host_of(node) + ")"; };
+  char times[160];
+  std::snprintf(times, sizeof times, "%.2f ms one way, %.2f ms back; round trip %.2f ms for 8 bytes",
+                1e3 * spot.one_way, 1e3 * spot.reverse, 1e3 * (spot.one_way + spot.reverse));
+  const std::string dir = name(spot.src) + " -> " + name(spot.dst) + ": " + times;
+  if (spot.node >= 0 && spot.node == spot.src)
+    out.problem("slow node: " + name(spot.node) + ", its messages to other nodes arrive late (" + dir +
+                "): check its network port and cable, traffic shaping on it (tc qdisc show) and other jobs "
+                "there, or leave it out (sbatch --exclude=" +
+                host_of(spot.node) + ")");
+  else if (spot.node >= 0)
+    out.problem("slow node: " + name(spot.node) + ", every slow node pair includes it (" + dir +
+                "): check its network port and cable (ibstat, ethtool), or leave it out (sbatch --exclude=" +
+                host_of(spot.node) + ")");
+  else
+    out.problem("slow link between " + name(spot.src) + " and " + name(spot.dst) + " (" + times +
+                "; a data-center network needs well under 1 ms): check both nodes' ports and the switch "
+                "between them, or leave one out (sbatch --exclude=" +
+                host_of(spot.src) + ")");
 }
 
 }  // namespace
@@ -360,6 +409,7 @@ std::vector<Finding> analyse(const Config& cfg, const LaunchFacts& launch,
   check_data(ranks, out);
   check_run_dir(ranks, out);
   check_preflight(preflight, ranks, out);
+  check_node_latency(preflight, ranks, out);
   return out.take();
 }
 

@@ -36,13 +36,6 @@ constexpr int64_t MAX_BYTES = int64_t(1) << 30;  // MPI counts are int; a bucket
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 // Test hook HPCTRAIN_TEST_SLOW_RANK=R:MS: rank R waits MS ms before each
 // send of the ring exchange, which is how the tests plant a slow rank.
 double planted_delay_s(int rank) {
@@ -96,7 +89,7 @@ double time_allreduce(dist::Communicator& comm, dist::Communicator& host, Device
   return total / TIMED;
 }
 
-// Median receive time of `bytes` from the neighbour at distance `dir` (+1: from the left).
+// Least receive time of `bytes` from the neighbour at distance `dir` (+1: from the left).
 double time_ring(dist::Communicator& comm, int64_t bytes, int dir, double timeout_s) {
   const int n = comm.size(), r = comm.rank();
   const int from = ((r - dir) % n + n) % n, to = ((r + dir) % n + n) % n;
@@ -117,7 +110,9 @@ double time_ring(dist::Communicator& comm, int64_t bytes, int dir, double timeou
     wait_until_done(sreq, deadline, timeout_s);
     if (i >= WARMUP) times.push_back(t);
   }
-  return median(times);
+  // The least, not the median: a rank that lost its CPU for a moment (an
+  // oversubscribed node) slows some iterations, a slow link slows all.
+  return *std::min_element(times.begin(), times.end());
 }
 
 // Every rank's `mine` values, rank-major, on every rank.
@@ -217,9 +212,12 @@ Preflight run_preflight(dist::Context& ctx, const Config& cfg, int gpu) {
                               time_ring(host, pf.ring_bytes, -1, cfg.dist.timeout)};
   std::vector<double> all = allgather(host, mine);
   for (int r = 0; r < pf.ranks; ++r) {
-    pf.links.push_back({(r - 1 + pf.ranks) % pf.ranks, r, all[2 * r]});
-    pf.links.push_back({(r + 1) % pf.ranks, r, all[2 * r + 1]});
+    const size_t at = 2 * static_cast<size_t>(r);
+    pf.links.push_back({(r - 1 + pf.ranks) % pf.ranks, r, all[at]});
+    pf.links.push_back({(r + 1) % pf.ranks, r, all[at + 1]});
   }
+  pf.nodes = ctx.info().num_nodes;
+  pf.node_links = time_node_links(ctx, cfg.dist.timeout);
   return pf;
 }
 
@@ -227,19 +225,31 @@ SlowSpot find_slow_spot(const std::vector<LinkTime>& links, int world, const std
   SlowSpot spot;
   if (world < 3 || links.empty()) return spot;
   // The baseline is the lower quartile, not the median: a slow rank slows
-  // the 4 links that touch it, which in a 3-rank ring is 4 of 6.
-  std::vector<double> t;
-  for (const LinkTime& l : links) t.push_back(l.seconds);
-  std::sort(t.begin(), t.end());
-  spot.typical = t[(t.size() - 1) / 4];
+  // the 4 links that touch it, which in a 3-rank ring is 4 of 6. One
+  // baseline for links inside a node (kind 0), one for links between nodes.
+  const bool by_node = node_of.size() == static_cast<size_t>(world);
+  auto kind = [&](const LinkTime& l) {
+    return by_node && node_of[static_cast<size_t>(l.src)] != node_of[static_cast<size_t>(l.dst)] ? 1 : 0;
+  };
+  double typical[2] = {0, 0};
+  for (int k : {0, 1}) {
+    std::vector<double> t;
+    for (const LinkTime& l : links)
+      if (kind(l) == k) t.push_back(l.seconds);
+    std::sort(t.begin(), t.end());
+    if (!t.empty()) typical[k] = t[(t.size() - 1) / 4];
+  }
   std::vector<LinkTime> slow;
-  for (const LinkTime& l : links)
-    if (l.seconds > 3 * spot.typical && l.seconds - spot.typical > 1e-3) slow.push_back(l);
+  for (const LinkTime& l : links) {
+    const double base = typical[kind(l)];
+    if (l.seconds > 3 * base && l.seconds - base > 1e-3) slow.push_back(l);
+  }
   if (slow.empty()) return spot;
   spot.found = true;
   const LinkTime& worst = *std::max_element(
       slow.begin(), slow.end(), [](const LinkTime& a, const LinkTime& b) { return a.seconds < b.seconds; });
   spot.src = worst.src, spot.dst = worst.dst, spot.seconds = worst.seconds;
+  spot.typical = typical[kind(worst)];
   // A single rank behind every slow link (two or more of them) is the culprit.
   std::vector<int> touches(static_cast<size_t>(world), 0);
   for (const LinkTime& l : slow) {

@@ -20,6 +20,7 @@
 
 #include "config/config.h"
 #include "dist/context.h"
+#include "doctor/node_latency.h"
 
 namespace hpc::doctor {
 
@@ -33,7 +34,7 @@ struct SweepRow {
 // One directed link of the ring exchange, timed at its receiver.
 struct LinkTime {
   int src = 0, dst = 0;
-  double seconds = 0;  // median over the iterations
+  double seconds = 0;  // least over the iterations
 };
 
 // One AllReduce sweep over one communicator.
@@ -56,6 +57,8 @@ struct Preflight {
   std::string gpu_skipped;  // why a GPU job got no NCCL sweep ("" otherwise)
   int64_t ring_bytes = 0;
   std::vector<LinkTime> links;  // 2 per rank: from the left and from the right neighbour
+  int nodes = 1;
+  std::vector<NodeLink> node_links;  // both directions between node pairs (node_latency.h), 2+ nodes
 };
 
 // Where the preflight points: a rank whose links are all slow, or one slow link.
@@ -83,7 +86,10 @@ Preflight run_preflight(dist::Context& ctx, const Config& cfg, int gpu);
 // A link is slow when it took over 3× the typical link (the lower quartile
 // of all) and at least 1 ms more (below that, scheduling noise). Needs 3 or
 // more ranks: with two, every link touches both.
-// node_of[r] is rank r's node; with it, several slow ranks of one node name the node.
+// node_of[r] is rank r's node; with it, several slow ranks of one node name
+// the node, and links inside a node and links between nodes each have their
+// own typical time (shared memory or NVLink against the network: a healthy
+// network link is not an outlier for being slower than shared memory).
 SlowSpot find_slow_spot(const std::vector<LinkTime>& links, int world, const std::vector<int>& node_of = {});
 
 }  // namespace hpc::doctor

@@ -85,7 +85,7 @@ std::vector<std::string> network_interfaces() {
   std::vector<std::string> names;
   if (struct if_nameindex* list = if_nameindex()) {
     for (struct if_nameindex* i = list; i->if_index != 0 || i->if_name != nullptr; ++i)
-      names.push_back(i->if_name);
+      names.emplace_back(i->if_name);
     if_freenameindex(list);
   }
   std::sort(names.begin(), names.end());

@@ -127,6 +127,17 @@ void preflight_text(std::string& out, const Preflight& pf, const SlowSpot& spot)
       "  ring exchange, %s from each neighbour: median %.3f ms, slowest link rank %d -> rank %d %.3f ms%s\n",
       human_bytes(static_cast<uint64_t>(pf.ring_bytes)).c_str(), 1e3 * t[t.size() / 2], slow.src, slow.dst,
       1e3 * slow.seconds, spot.found ? " (an outlier: see problems)" : "");
+  if (pf.node_links.empty()) return;
+  out += "  node latency, 8 bytes between the nodes' first ranks, one way (least of 9):";
+  size_t shown = 0;
+  for (const NodeLink& l : pf.node_links) {
+    if (shown++ == 16) {
+      out += " …";
+      break;
+    }
+    out += format("%s node %d -> %d %.3f ms", shown > 1 ? "," : "", l.src, l.dst, 1e3 * l.one_way);
+  }
+  out += find_slow_node(pf.node_links, pf.nodes).found ? " (an outlier: see problems)\n" : "\n";
 }
 
 }  // namespace

@@ -153,6 +153,17 @@ void json_preflight(Json& j, const Preflight& pf, const SlowSpot& spot) {
   } else {
     j.null("slowest");
   }
+  j.open("node_links", '[');
+  for (const NodeLink& l : pf.node_links)
+    j.open("", '{').num("src", l.src).num("dst", l.dst).real("one_way_ms", 1e3 * l.one_way).close('}');
+  j.close(']');
+  const NodeSpot node = find_slow_node(pf.node_links, pf.nodes);
+  if (node.found) {
+    j.open("slow_node", '{').num("node", node.node).num("src", node.src).num("dst", node.dst);
+    j.real("one_way_ms", 1e3 * node.one_way).real("reverse_ms", 1e3 * node.reverse).close('}');
+  } else {
+    j.null("slow_node");
+  }
   j.close('}');
 }
 

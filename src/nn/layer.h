@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -35,22 +36,46 @@ enum class Init {
 };
 
 struct ParamSpec {
+  // A constructor rather than aggregate initialisation, so that the fields
+  // after weight_decay stay optional without -Wmissing-field-initializers.
+  ParamSpec() = default;
+  ParamSpec(std::string name_, Shape shape_, Init init_ = Init::KaimingUniform, int64_t fan_in_ = 0,
+            int64_t fan_out_ = 0, bool weight_decay_ = true)
+      : name(std::move(name_)),
+        shape(std::move(shape_)),
+        init(init_),
+        fan_in(fan_in_),
+        fan_out(fan_out_),
+        weight_decay(weight_decay_) {}
+
   std::string name;  // "weight", "bias", "gamma", "beta"
   Shape shape;
   Init init = Init::KaimingUniform;
   int64_t fan_in = 0;
   int64_t fan_out = 0;
   bool weight_decay = true;  // false for biases and normalisation parameters
+  double init_scale = 1.0;   // multiplies the drawn values (GPT-2: residual projections by 1/√(2·layers))
+  // Non-empty: not a new parameter but the one of this name ("embed.token") in
+  // the nearest earlier layer that has it, used a second time (a tied output
+  // projection); gradients of both uses add up in its one gradient view.
+  std::string tied_to;
+};
+
+// Memory a layer keeps from forward to backward besides its output.
+struct ActivationBytes {
+  int64_t kept = 0;               // bytes held between forward and backward in the current mode
+  int64_t without_recompute = 0;  // what it would hold if it did not recompute them in backward
+  int64_t with_recompute = 0;     // what it would hold if it did (= without_recompute if it cannot)
 };
 
 // What a forward/backward pass needs to know beyond its tensors.
 struct RunCtx {
   bool training = true;
-  uint64_t seed = 0;              // run seed: dropout masks are a pure function of (seed, step, layer)
-  uint64_t step = 0;              // micro-step counter
-  uint64_t layer = 0;             // index of the layer being run (Model sets it; containers derive children's)
+  uint64_t seed = 0;   // run seed: dropout masks are a pure function of (seed, step, layer)
+  uint64_t step = 0;   // micro-step counter
+  uint64_t layer = 0;  // index of the layer being run (Model sets it; containers derive children's)
   dist::Communicator* comm = nullptr;  // non-null: SyncBatchNorm reduces statistics through it
-  int rank = 0;                   // this process's rank: dropout draws different masks on each rank
+  int rank = 0;                        // this process's rank: dropout draws different masks on each rank
 };
 
 // The parsed arguments of one layer in a model spec, e.g. conv(32,3,pad=1):
@@ -87,6 +112,11 @@ class Layer {
 
   // Multiply-adds ×2 of one sample's forward pass (backward counts as 2×).
   virtual int64_t forward_flops() const { return 0; }
+  // Intermediate activations kept for backward at this batch size (not the output).
+  virtual ActivationBytes activation_bytes(int64_t batch) const {
+    (void)batch;
+    return {};
+  }
 };
 
 // Builds a layer from parsed spec arguments; UserError on unknown names or bad arguments.

@@ -16,8 +16,8 @@ int64_t check_common(const std::string& loss, const Tensor& logits, int64_t n_va
                      const Tensor& dlogits) {
   HPC_ASSERT(logits.shape().rank() >= 1 && logits.shape()[0] > 0, loss + ": empty logits");
   const int64_t n = logits.shape()[0];
-  HPC_ASSERT(n_valid >= 0 && n_valid <= n, loss + ": n_valid " + std::to_string(n_valid) + " of " +
-                                               std::to_string(n) + " rows");
+  HPC_ASSERT(n_valid >= 0 && n_valid <= n,
+             loss + ": n_valid " + std::to_string(n_valid) + " of " + std::to_string(n) + " rows");
   HPC_ASSERT(normalizer > 0, loss + ": normalizer must be positive");
   HPC_ASSERT(!dlogits.defined() || dlogits.count() == logits.count(), loss + ": dlogits shape");
   return logits.count() / n;
@@ -34,6 +34,8 @@ class CrossEntropy final : public Loss {
     if (targets.dtype() != DType::I32)
       throw UserError(std::string("cross-entropy loss needs int32 class labels, got ") +
                       dtype_name(targets.dtype()) + " targets (use --train.loss mse for float targets)");
+    if (logits.shape().rank() == 3 && targets.shape().rank() == 2)
+      return sequence(logits, targets, n_valid, normalizer, dlogits);
     if (targets.count() < n_valid)
       throw UserError("cross-entropy loss: " + std::to_string(targets.count()) + " labels for " +
                       std::to_string(n_valid) + " samples");
@@ -43,6 +45,24 @@ class CrossEntropy final : public Loss {
   }
 
  private:
+  // A language model's logits [N, T, V] against next-token ids [N, T]: every
+  // token is one classification row. The sums and counts are per token, and
+  // the gradient is divided by T as well as by the per-sample normaliser, so
+  // the trainer's bookkeeping stays per sample and the loss is the mean over
+  // the global batch's tokens.
+  LossStats sequence(const Tensor& logits, const Tensor& targets, int64_t n_valid, double normalizer,
+                     const Tensor& dlogits) const {
+    const int64_t n = logits.shape()[0], t = logits.shape()[1], v = logits.shape()[2];
+    if (targets.shape()[1] != t || targets.shape()[0] < n_valid)
+      throw UserError("cross-entropy loss: targets " + targets.shape().str() + " do not match logits " +
+                      logits.shape().str() + " (one next-token id per position)");
+    const Tensor rows = logits.view(Shape{n * t, v});
+    const Tensor grad = dlogits.defined() ? dlogits.view(Shape{n * t, v}) : Tensor();
+    const auto s = backend::softmax_cross_entropy(rows, targets.view(Shape{targets.count()}), n_valid * t,
+                                                  smoothing_, 1.0 / (normalizer * double(t)), v >= 10, grad);
+    return LossStats{s.loss_sum, n_valid * t, s.correct1, s.correct5};
+  }
+
   double smoothing_;
 };
 

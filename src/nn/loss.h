@@ -29,6 +29,9 @@ class Loss {
   virtual ~Loss() = default;
   virtual std::string name() const = 0;
   // targets: I32 [N] class ids (cross-entropy) or float [N, K] (MSE; dtype of logits).
+  // Cross-entropy also takes logits [N, T, V] with I32 [N, T] next-token ids (a
+  // language model): sums and counts are then per token, the gradient is
+  // d(Σ token losses)/(normalizer·T), so the loss is the mean over tokens.
   // dlogits: written when defined (same shape as logits), else only stats are computed.
   virtual LossStats forward_backward(const Tensor& logits, const Tensor& targets, int64_t n_valid,
                                      double normalizer, const Tensor& dlogits) = 0;

@@ -2,6 +2,7 @@
 // and the activations, and runs forward and backward over the layer list.
 #include "nn/model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -24,18 +25,52 @@ void init_param(const Tensor& host, const ParamSpec& p, uint64_t seed, uint64_t 
   std::vector<double> v(static_cast<size_t>(host.count()));
   for (double& x : v) {
     switch (p.init) {
-      case Init::Zeros: x = 0; break;
-      case Init::Ones: x = 1; break;
-      case Init::KaimingNormal: x = rng.normal() * std::sqrt(2.0 / fan_in); break;
-      case Init::KaimingUniform: x = (2 * rng.uniform() - 1) / std::sqrt(fan_in); break;
-      case Init::XavierUniform: x = (2 * rng.uniform() - 1) * std::sqrt(6.0 / (fan_in + fan_out)); break;
-      case Init::Normal002: x = 0.02 * rng.normal(); break;
+      case Init::Zeros:
+        x = 0;
+        break;
+      case Init::Ones:
+        x = 1;
+        break;
+      case Init::KaimingNormal:
+        x = rng.normal() * std::sqrt(2.0 / fan_in);
+        break;
+      case Init::KaimingUniform:
+        x = (2 * rng.uniform() - 1) / std::sqrt(fan_in);
+        break;
+      case Init::XavierUniform:
+        x = (2 * rng.uniform() - 1) * std::sqrt(6.0 / (fan_in + fan_out));
+        break;
+      case Init::Normal002:
+        x = 0.02 * rng.normal();
+        break;
     }
+    x *= p.init_scale;
   }
   backend::convert(Tensor::borrow(v.data(), host.shape(), DType::F64), host);
 }
 
 std::string layer_kind(const std::string& spec) { return spec.substr(0, spec.find('(')); }
+
+// The nearest earlier parameter named like ps.tied_to ("embed.token" matches
+// "0.embed.token"), which must have ps's shape.
+const ParamInfo& tied_owner(const std::vector<ParamInfo>& info, const ParamSpec& ps,
+                            const std::string& layer) {
+  const std::string suffix = "." + ps.tied_to;
+  // Reverse iterators rather than std::views::reverse: clang 14 with libstdc++ 12
+  // (the fuzz and lint builds) cannot compile the ranges view.
+  for (auto it = info.rbegin(); it != info.rend(); ++it) {
+    const ParamInfo& owner = *it;
+    const std::string& n = owner.name;
+    if (n.size() <= suffix.size() || n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    if (owner.shape != ps.shape)
+      throw UserError("layer '" + layer + "': its " + ps.name + " " + ps.shape.str() + " is tied to " + n +
+                      ", which is " + owner.shape.str() + " (vocabulary and width must match)");
+    return owner;
+  }
+  throw UserError("layer '" + layer + "': its " + ps.name + " is tied to the " + ps.tied_to +
+                  " parameter of an earlier layer, but the model has none before it");
+}
 
 }  // namespace
 
@@ -50,7 +85,8 @@ Model::Model(const std::string& spec, const Shape& input_shape, DType dtype, uin
     out_shapes_.push_back(shape);
     layer_offset_.push_back(total);
     specs.push_back(layers_.back()->param_specs());
-    for (const ParamSpec& p : specs.back()) total += p.shape.count();
+    for (const ParamSpec& p : specs.back())
+      if (p.tied_to.empty()) total += p.shape.count();  // a tied parameter is stored once, by its owner
   }
   output_shape_ = shape;
   for (size_t i = 0; i < layers_.size(); ++i) spec_ += (i ? " " : "") + layers_[i]->spec();
@@ -66,6 +102,12 @@ Model::Model(const std::string& spec, const Shape& input_shape, DType dtype, uin
     std::vector<Tensor> p, g;
     int64_t offset = layer_offset_[i];
     for (const ParamSpec& ps : specs[i]) {
+      if (!ps.tied_to.empty()) {  // the second use of an earlier layer's parameter
+        const ParamInfo& owner = tied_owner(info_, ps, layers_[i]->spec());
+        p.push_back(params_.slice(owner.offset, ps.shape));
+        g.push_back(grads_.slice(owner.offset, ps.shape));
+        continue;
+      }
       p.push_back(params_.slice(offset, ps.shape));
       g.push_back(grads_.slice(offset, ps.shape));
       init_param(init.slice(offset, ps.shape), ps, seed, stream++);
@@ -145,7 +187,7 @@ std::string Model::summary() const {
   for (size_t i = 0; i < layers_.size(); ++i) {
     int64_t n = (i + 1 < layers_.size() ? layer_offset_[i + 1] : params_.count()) - layer_offset_[i];
     std::string spec = layers_[i]->spec();
-    if (spec.size() > 44) spec = spec.substr(0, 41) + "...";
+    if (spec.size() > 44) spec.replace(41, std::string::npos, "...");
     std::snprintf(line, sizeof line, "  %-3zu %-44s %-14s %12lld\n", i, spec.c_str(),
                   out_shapes_[i].str().c_str(), static_cast<long long>(n));
     s << line;
@@ -160,6 +202,21 @@ int64_t Model::forward_flops() const {
   int64_t f = 0;
   for (const auto& l : layers_) f += l->forward_flops();
   return f;
+}
+
+ActivationBytes Model::activation_bytes(int64_t batch) const {
+  int64_t held = 0, kept = 0, without = 0, with = 0, rebuilt = 0, rebuilt_all = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const int64_t out = out_shapes_[i].count() * batch * int64_t(dtype_size(dtype_));
+    held += i + 1 < layers_.size() ? 2 * out : out;  // output, and its gradient except the last's
+    const ActivationBytes a = layers_[i]->activation_bytes(batch);
+    kept += a.kept;
+    without += a.without_recompute;
+    with += a.with_recompute;
+    rebuilt = std::max(rebuilt, a.without_recompute - a.kept);
+    rebuilt_all = std::max(rebuilt_all, a.without_recompute - a.with_recompute);
+  }
+  return {held + kept + rebuilt, held + without, held + with + rebuilt_all};
 }
 
 }  // namespace hpc::nn

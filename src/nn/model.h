@@ -66,6 +66,12 @@ class Model {
   std::string summary() const;
   // FLOPs of one sample's forward pass (a training step is ≈ 3×).
   int64_t forward_flops() const;
+  // Activation memory of a training step with `batch` samples: the layer
+  // outputs and their gradients (held here) plus what layers keep for
+  // backward, plus the one block a recomputing layer rebuilds at a time;
+  // `without_recompute` / `with_recompute`: the same with recompute off / on
+  // in every layer that can recompute.
+  ActivationBytes activation_bytes(int64_t batch) const;
 
  private:
   void ensure_activations(int64_t batch);
@@ -79,7 +85,7 @@ class Model {
   std::vector<int64_t> layer_offset_;  // first flat offset of each layer's parameters
   std::vector<ParamInfo> info_;
   Tensor params_, grads_;
-  std::vector<Tensor> acts_, dacts_;   // acts_[i+1] = output of layer i; acts_[0] = the input view
+  std::vector<Tensor> acts_, dacts_;  // acts_[i+1] = output of layer i; acts_[0] = the input view
   int64_t batch_ = -1;
 };
 

@@ -42,7 +42,9 @@ class SpecParser {
   void skip_space() {
     while (pos_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[pos_]))) ++pos_;
   }
-  bool is_name_char(char c) const { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; }
+  bool is_name_char(char c) const {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  }
 
   std::string parse_name() {
     size_t start = pos_;
@@ -118,11 +120,77 @@ class SpecParser {
 std::vector<LayerArgs> parse_spec(const std::string& text) { return SpecParser(text).parse_all(); }
 
 const std::vector<std::string>& preset_names() {
-  static const std::vector<std::string> names = {"simplenet", "mlp", "lenet5", "cnn", "resnet20"};
+  static const std::vector<std::string> names = {"simplenet", "mlp",      "lenet5",    "cnn",
+                                                 "resnet20",  "gpt-tiny", "gpt-small", "gpt2-124m"};
   return names;
 }
 
+namespace {
+
+struct GptShape {
+  int64_t layers, heads, width, context, vocab;
+};
+
+// GPT presets: the tiny one for tests, the small one for CPU benchmarks
+// (a few million parameters), and GPT-2 small's shape (124M with its
+// 50257-token vocabulary).
+bool gpt_preset(const std::string& name, GptShape* shape) {
+  if (name == "gpt-tiny")
+    *shape = {2, 2, 64, 64, 256};
+  else if (name == "gpt-small")
+    *shape = {4, 4, 256, 128, 256};
+  else if (name == "gpt2-124m")
+    *shape = {12, 12, 768, 1024, 50257};
+  else
+    return false;
+  return true;
+}
+
+std::string gpt_spec(const ModelConfig& m, int64_t num_classes) {
+  GptShape g{};
+  gpt_preset(m.preset, &g);
+  for (auto [value, field] :
+       {std::pair{m.layers, &g.layers}, std::pair{m.heads, &g.heads}, std::pair{m.width, &g.width},
+        std::pair{m.context, &g.context}, std::pair{m.vocab, &g.vocab}})
+    if (value > 0) *field = value;
+  if (g.width % g.heads != 0)
+    throw UserError("model.width " + std::to_string(g.width) + " is not a multiple of model.heads " +
+                    std::to_string(g.heads) + " (" + m.preset + ")");
+  if (num_classes > g.vocab)
+    throw UserError("the data has " + std::to_string(num_classes) + " token ids but model.vocab is " +
+                    std::to_string(g.vocab) + " (" + m.preset + "): set --model.vocab " +
+                    std::to_string(num_classes) + " or more");
+  std::ostringstream s;
+  s << "embed(" << g.vocab << "," << g.width << "," << g.context << ")";
+  for (int64_t i = 0; i < g.layers; ++i)
+    s << " block(" << g.heads << ",layers=" << g.layers << (m.recompute ? ",recompute=1" : "") << ")";
+  s << " ln lm_head(" << g.vocab << ")";
+  return s.str();
+}
+
+}  // namespace
+
+std::string preset_spec(const ModelConfig& model, int64_t num_classes) {
+  GptShape unused{};
+  if (gpt_preset(model.preset, &unused)) return gpt_spec(model, num_classes);
+  for (auto [value, name] :
+       {std::pair{model.layers, "layers"}, std::pair{model.heads, "heads"}, std::pair{model.width, "width"},
+        std::pair{model.context, "context"}, std::pair{model.vocab, "vocab"}})
+    if (value != 0)
+      throw UserError(std::string("model.") + name +
+                      " applies to the gpt presets only, not to model.preset " + model.preset);
+  if (model.recompute)
+    throw UserError("model.recompute applies to the gpt presets only, not to model.preset " + model.preset);
+  return preset_spec(model.preset, model.hidden, num_classes);
+}
+
 std::string preset_spec(const std::string& preset, const std::vector<int>& hidden, int64_t num_classes) {
+  GptShape unused{};
+  if (gpt_preset(preset, &unused)) {
+    ModelConfig m;
+    m.preset = preset;
+    return gpt_spec(m, num_classes);
+  }
   const std::string k = std::to_string(num_classes);
   std::ostringstream s;
   if (preset == "simplenet") {

@@ -35,10 +35,14 @@ std::string num(double x) {
 
 backend::OptimHyper hyper_from(const OptimConfig& cfg) {
   backend::OptimHyper h;
-  if (cfg.name == "sgd") h.rule = backend::OptimRule::SGD;
-  else if (cfg.name == "adam") h.rule = backend::OptimRule::ADAM;
-  else if (cfg.name == "adamw") h.rule = backend::OptimRule::ADAMW;
-  else throw UserError("optim.name: unknown optimizer '" + cfg.name + "' (expected sgd | adam | adamw)");
+  if (cfg.name == "sgd")
+    h.rule = backend::OptimRule::SGD;
+  else if (cfg.name == "adam")
+    h.rule = backend::OptimRule::ADAM;
+  else if (cfg.name == "adamw")
+    h.rule = backend::OptimRule::ADAMW;
+  else
+    throw UserError("optim.name: unknown optimizer '" + cfg.name + "' (expected sgd | adam | adamw)");
 
   require(std::isfinite(cfg.weight_decay) && cfg.weight_decay >= 0,
           "optim.weight_decay must be ≥ 0, got " + num(cfg.weight_decay));
@@ -72,8 +76,10 @@ std::vector<Segment> segments_from(std::vector<DecayRange> ranges, int64_t total
   int64_t cursor = 0;
   auto add = [&](int64_t begin, int64_t end, bool decay) {
     if (end <= begin) return;
-    if (!out.empty() && out.back().decay == decay) out.back().count += end - begin;
-    else out.push_back({begin, end - begin, decay});
+    if (!out.empty() && out.back().decay == decay)
+      out.back().count += end - begin;
+    else
+      out.push_back({begin, end - begin, decay});
   };
   for (const auto& r : ranges) {
     if (r.count == 0) continue;
@@ -92,11 +98,13 @@ class FlatOptimizer final : public Optimizer {
       : hyper_(hyper),
         segments_(segments_from(std::move(ranges), params.count(), hyper.weight_decay > 0)),
         count_(params.count()) {
-    HPC_ASSERT(params.dtype() == DType::F32 || params.dtype() == DType::F64,
-               std::string("optimizer: parameters must be float32 or float64, not ") + dtype_name(params.dtype()));
+    HPC_ASSERT(
+        params.dtype() == DType::F32 || params.dtype() == DType::F64,
+        std::string("optimizer: parameters must be float32 or float64, not ") + dtype_name(params.dtype()));
     const Shape flat{count_};
     if (hyper_.rule == backend::OptimRule::SGD) {
-      if (hyper_.momentum != 0) state_.emplace_back("momentum", Tensor(flat, params.dtype(), params.device()));
+      if (hyper_.momentum != 0)
+        state_.emplace_back("momentum", Tensor(flat, params.dtype(), params.device()));
     } else {
       state_.emplace_back("exp_avg", Tensor(flat, params.dtype(), params.device()));
       state_.emplace_back("exp_avg_sq", Tensor(flat, params.dtype(), params.device()));
@@ -105,8 +113,8 @@ class FlatOptimizer final : public Optimizer {
 
   void step(const Tensor& params, const Tensor& grads, double lr) override {
     HPC_ASSERT(params.count() == count_ && grads.count() == count_,
-               "optimizer: buffers of " + std::to_string(params.count()) + " / " + std::to_string(grads.count()) +
-                   " elements, state of " + std::to_string(count_));
+               "optimizer: buffers of " + std::to_string(params.count()) + " / " +
+                   std::to_string(grads.count()) + " elements, state of " + std::to_string(count_));
     HPC_ASSERT(std::isfinite(lr) && lr >= 0, "optimizer: learning rate " + num(lr));
     backend::OptimHyper h = hyper_;
     h.lr = lr;

@@ -26,11 +26,20 @@ void require(bool ok, const std::string& msg) {
 }  // namespace
 
 LrSchedule::LrSchedule(const OptimConfig& cfg, double peak_lr, int64_t total_steps)
-    : peak_(peak_lr), min_lr_(cfg.min_lr), gamma_(cfg.gamma), warmup_(cfg.warmup_steps), step_every_(cfg.step_every) {
-  if (cfg.schedule == "constant") kind_ = Kind::Constant;
-  else if (cfg.schedule == "step") kind_ = Kind::Step;
-  else if (cfg.schedule == "cosine") kind_ = Kind::Cosine;
-  else throw UserError("optim.schedule: unknown schedule '" + cfg.schedule + "' (expected constant | step | cosine)");
+    : peak_(peak_lr),
+      min_lr_(cfg.min_lr),
+      gamma_(cfg.gamma),
+      warmup_(cfg.warmup_steps),
+      step_every_(cfg.step_every) {
+  if (cfg.schedule == "constant")
+    kind_ = Kind::Constant;
+  else if (cfg.schedule == "step")
+    kind_ = Kind::Step;
+  else if (cfg.schedule == "cosine")
+    kind_ = Kind::Cosine;
+  else
+    throw UserError("optim.schedule: unknown schedule '" + cfg.schedule +
+                    "' (expected constant | step | cosine)");
   require(std::isfinite(peak_lr) && peak_lr >= 0, "optim.lr must be ≥ 0, got " + num(peak_lr));
   require(warmup_ >= 0, "optim.warmup_steps must be ≥ 0, got " + std::to_string(warmup_));
   HPC_ASSERT(total_steps >= 0, "schedule: total steps " + std::to_string(total_steps));
@@ -50,8 +59,11 @@ double LrSchedule::lr_at(int64_t step) const {
   if (step < warmup_) return peak_ * static_cast<double>(step + 1) / static_cast<double>(warmup_);
   const int64_t t = step - warmup_;
   switch (kind_) {
-    case Kind::Constant: return peak_;
-    case Kind::Step: return peak_ * std::pow(gamma_, static_cast<double>(t / step_every_));
+    case Kind::Constant:
+      return peak_;
+    case Kind::Step:
+      // NOLINTNEXTLINE(bugprone-integer-division): floor(t / step_every) on purpose (PyTorch StepLR)
+      return peak_ * std::pow(gamma_, static_cast<double>(t / step_every_));
     case Kind::Cosine: {
       const double progress = std::min(1.0, static_cast<double>(t) / static_cast<double>(decay_steps_));
       return min_lr_ + (peak_ - min_lr_) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));

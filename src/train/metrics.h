@@ -4,7 +4,9 @@
 // lr, grad_norm, samples_per_s, data_ms, compute_ms, comm_ms; evaluation
 // records step, epoch, val_loss, val_acc, val_top5. Floats are written with
 // 17 significant digits so a value read back is the value computed. A write
-// failure (disk full) is reported once on stderr and does not stop training.
+// failure (disk full) is reported once on stderr and does not stop training:
+// the failed record is cut off again (no torn line) and left out, and when
+// writing works again a note says how many records were lost.
 #pragma once
 
 #include <cstdio>
@@ -34,10 +36,16 @@ class MetricsLog {
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
-  MetricsLog(MetricsLog&& o) noexcept : f_(std::exchange(o.f_, nullptr)), path_(std::move(o.path_)) {}
+  MetricsLog(MetricsLog&& o) noexcept
+      : f_(std::exchange(o.f_, nullptr)),
+        path_(std::move(o.path_)),
+        warned_(o.warned_),
+        lost_(std::exchange(o.lost_, 0)) {}
   MetricsLog& operator=(MetricsLog&& o) noexcept {
     std::swap(f_, o.f_);
     std::swap(path_, o.path_);
+    std::swap(warned_, o.warned_);
+    std::swap(lost_, o.lost_);
     return *this;
   }
 
@@ -47,6 +55,7 @@ class MetricsLog {
   std::FILE* f_ = nullptr;
   std::string path_;
   bool warned_ = false;
+  long long lost_ = 0;  // records not written since the last one that was
 };
 
 // JSON string literal with escapes.

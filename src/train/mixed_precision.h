@@ -61,8 +61,8 @@ class MixedPrecision {
   DType model_dtype_ = DType::F32;
   bool scaling_ = false;  // fp16: dynamic loss scaling
   kernels::LossScale scale_;
-  Tensor params_, grads_;     // the model's flat buffers
-  Tensor master_, grads32_;   // fp32 copies (16-bit runs only)
+  Tensor params_, grads_;    // the model's flat buffers
+  Tensor master_, grads32_;  // fp32 copies (16-bit runs only)
   int64_t skipped_ = 0, consecutive_skips_ = 0;
 };
 

@@ -3,15 +3,18 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace hpc::train {
 
 std::string format_duration(double s) {
   char buf[32];
-  long t = static_cast<long>(s + 0.5);
+  long t = std::lround(s);
   if (t >= 3600)
     std::snprintf(buf, sizeof buf, "%ldh%02ldm", t / 3600, (t % 3600) / 60);
   else if (t >= 60)
@@ -41,16 +44,26 @@ Progress::Progress(const std::string& mode, int64_t total_steps, int64_t first_s
       first_(first_step),
       start_(std::chrono::steady_clock::now()) {}
 
+void Progress::flush() {
+  errno = 0;
+  if (std::fflush(stdout) == 0 || warned_) return;
+  std::fprintf(stderr,
+               "hpctrain: warning: cannot write the progress output (stdout: %s); training continues\n",
+               std::strerror(errno ? errno : EIO));
+  std::clearerr(stdout);
+  warned_ = true;
+}
+
 void Progress::clear_bar() {
   if (bar_drawn_) std::printf("\r\033[2K");
   bar_drawn_ = false;
 }
 
-void Progress::table_header() {
+void Progress::table_header(const char* rate) {
   if (!root_ || quiet_) return;
-  std::printf("%5s %8s %10s %10s %10s %11s %8s %10s %8s\n", "epoch", "step", "loss", "lr", "grad_norm",
-              "samples/s", "data_ms", "compute_ms", "comm_ms");
-  std::fflush(stdout);
+  std::printf("%5s %8s %10s %10s %10s %11s %8s %10s %8s\n", "epoch", "step", "loss", "lr", "grad_norm", rate,
+              "data_ms", "compute_ms", "comm_ms");
+  flush();
 }
 
 void Progress::step_line(int64_t epoch, int64_t step, double loss, double lr, double grad_norm,
@@ -59,7 +72,7 @@ void Progress::step_line(int64_t epoch, int64_t step, double loss, double lr, do
   clear_bar();
   std::printf("%5lld %8lld %10.4f %10.3e %10.4f %11.1f %8.2f %10.2f %8.2f\n", static_cast<long long>(epoch),
               static_cast<long long>(step), loss, lr, grad_norm, samples_per_s, data_ms, compute_ms, comm_ms);
-  std::fflush(stdout);
+  flush();
 }
 
 void Progress::eval_line(int64_t epoch, int64_t step, double val_loss, double val_acc, double val_top5) {
@@ -72,7 +85,7 @@ void Progress::eval_line(int64_t epoch, int64_t step, double val_loss, double va
   else
     std::printf("eval  epoch %lld step %lld: val_loss %.4f  val_acc %.2f%%\n", static_cast<long long>(epoch),
                 static_cast<long long>(step), val_loss, 100 * val_acc);
-  std::fflush(stdout);
+  flush();
 }
 
 void Progress::tick(int64_t step) {
@@ -91,7 +104,7 @@ void Progress::tick(int64_t step) {
   bar += std::string(static_cast<size_t>(width - filled), '.');
   std::printf("\r\033[2K[%s] %3d%%  step %lld/%lld  ETA %s", bar.c_str(), static_cast<int>(frac * 100),
               static_cast<long long>(step), static_cast<long long>(total_), format_duration(eta).c_str());
-  std::fflush(stdout);
+  flush();
   bar_drawn_ = true;
 }
 
@@ -99,7 +112,7 @@ void Progress::line(const std::string& text) {
   if (!root_ || quiet_) return;
   clear_bar();
   std::printf("%s\n", text.c_str());
-  std::fflush(stdout);
+  flush();
 }
 
 void Progress::done() { clear_bar(); }

@@ -16,7 +16,8 @@ class Progress {
   // Only the root prints.
   Progress(const std::string& mode, int64_t total_steps, int64_t first_step, bool is_root, int world);
 
-  void table_header();
+  // rate: the unit of the throughput column ("samples/s"; a language model: "tokens/s").
+  void table_header(const char* rate = "samples/s");
   void step_line(int64_t epoch, int64_t step, double loss, double lr, double grad_norm, double samples_per_s,
                  double data_ms, double compute_ms, double comm_ms);
   void eval_line(int64_t epoch, int64_t step, double val_loss, double val_acc, double val_top5);
@@ -27,7 +28,11 @@ class Progress {
 
  private:
   void clear_bar();
+  // fflush(stdout); a failure (a Slurm log on a full disk) is reported once
+  // on stderr and otherwise ignored: the run must not die of its log.
+  void flush();
   bool root_, bar_, quiet_;
+  bool warned_ = false;
   int64_t total_, first_;
   bool bar_drawn_ = false;
   std::chrono::steady_clock::time_point start_, last_draw_;

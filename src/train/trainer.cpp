@@ -16,6 +16,7 @@
 #include "backend/ops_core.h"
 #include "config/config.h"
 #include "core/error.h"
+#include "dist/fault_injection.h"
 #include "nn/spec.h"
 
 namespace hpc::train {
@@ -35,20 +36,39 @@ Device choose_device(const std::string& want, const dist::RankInfo& ri) {
   const int gpus = backend::cuda_device_count();
   if (want == "cuda") {
     if (!backend::cuda_built())
-      throw UserError("--train.device cuda: this hpctrain was built without CUDA (rebuild with nvcc present, CUDA=1)");
+      throw UserError(
+          "--train.device cuda: this hpctrain was built without CUDA (rebuild with nvcc present, CUDA=1)");
     if (gpus == 0)
-      throw UserError("--train.device cuda: no CUDA device is visible on this node (check CUDA_VISIBLE_DEVICES, "
-                      "--gpus-per-node, and 'singularity exec --nv')");
+      throw UserError(
+          "--train.device cuda: no CUDA device is visible on this node (check CUDA_VISIBLE_DEVICES, "
+          "--gpus-per-node, and 'singularity exec --nv')");
   } else if (!backend::cuda_built() || gpus == 0 || ri.world > 1) {
     return Device::CPU;
   }
   if (ri.world > 1)
-    throw UserError("--train.device cuda with " + std::to_string(ri.world) +
-                    " ranks: multi-GPU training needs the NCCL gradient path, which this version does not wire "
-                    "into the trainer yet; run one rank per GPU job, or --train.device cpu");
+    throw UserError(
+        "--train.device cuda with " + std::to_string(ri.world) +
+        " ranks: multi-GPU training needs the NCCL gradient path, which this version does not wire "
+        "into the trainer yet; run one rank per GPU job, or --train.device cpu");
   backend::cuda_set_device(ri.local_rank % gpus);
   return Device::CUDA;
 }
+
+// A language model's window length: model.context when set, else the T of
+// the spec's embed(vocab, width, T) layer (what the gpt presets build).
+int64_t lm_context(const ModelConfig& m) {
+  if (m.context > 0) return m.context;
+  const std::string spec = m.spec.empty() ? nn::preset_spec(m, 0) : m.spec;
+  for (const nn::LayerArgs& a : nn::parse_spec(spec))
+    if (a.name == "embed" && a.positional.size() >= 3 && a.positional[2] >= 1)
+      return static_cast<int64_t>(a.positional[2]);
+  throw UserError("the data file holds tokens (/train/tokens) but model " +
+                  (m.spec.empty() ? "preset " + m.preset : std::string("spec")) +
+                  " is not a language model (no embed(vocab, width, context) layer): use --model.preset "
+                  "gpt-tiny, gpt-small or gpt2-124m, or set --model.context");
+}
+
+bool is_gpt_preset(const ModelConfig& m) { return m.spec.empty() && m.preset.rfind("gpt", 0) == 0; }
 
 }  // namespace
 
@@ -63,16 +83,31 @@ Trainer::Trainer(const Config& cfg, dist::Context& ctx)
   ctx.check_backend(device_);  // dist.backend must suit the device: nccl on a CPU run is a one-line error
   precision_ = std::make_unique<MixedPrecision>(cfg.train.precision, device_);
   blas_threads_ = backend::cpu::configure_threads(ctx.info().local_size);
-  train_ = std::make_unique<data::H5Dataset>(cfg.data.path, "train", cfg.data.check == "full");
-  const data::SplitInfo& info = train_->info();
   const std::string val_file = cfg.data.val_path.empty() ? cfg.data.path : cfg.data.val_path;
-  if (data::H5Dataset::has_split(val_file, "val")) {
-    val_ = std::make_unique<data::H5Dataset>(val_file, "val", cfg.data.check == "full");
+  const data::OpenOptions open{cfg.data.check == "full", true};
+  if (data::TokenDataset::is_token_file(cfg.data.path)) {
+    // A language model: windows of model.context tokens; everything after this works per window.
+    context_ = lm_context(cfg.model);
+    train_ = std::make_unique<data::TokenDataset>(cfg.data.path, "train", context_, open);
+    if (data::H5Dataset::has_split(val_file, "val"))
+      val_ = std::make_unique<data::TokenDataset>(val_file, "val", context_, open);
+  } else {
+    if (is_gpt_preset(cfg.model))
+      throw UserError(
+          "model.preset " + cfg.model.preset + " is a language model, but data file '" + cfg.data.path +
+          "' holds no /train/tokens: make one with `hpcdata pack --from text FILE... -o text.h5`");
+    train_ = std::make_unique<data::H5Dataset>(cfg.data.path, "train", open);
+    if (data::H5Dataset::has_split(val_file, "val"))
+      val_ = std::make_unique<data::H5Dataset>(val_file, "val", open);
+  }
+  const data::SplitInfo& info = train_->info();
+  if (val_) {
     if (val_->info().classification && val_->info().num_classes > info.num_classes)
-      throw UserError(val_file + ": /val/y has " + std::to_string(val_->info().num_classes) + " classes but /train/y has " + std::to_string(info.num_classes));
+      throw UserError(val_file + ": /val/y has " + std::to_string(val_->info().num_classes) +
+                      " classes but /train/y has " + std::to_string(info.num_classes));
     if (val_->info().sample_shape != info.sample_shape)
-      throw UserError(val_file + ": /val/x samples are " + val_->info().sample_shape.str() + " but /train/x are " +
-                      info.sample_shape.str());
+      throw UserError(val_file + ": /val/x samples are " + val_->info().sample_shape.str() +
+                      " but /train/x are " + info.sample_shape.str());
   }
 
   micro_batch_ = cfg.train.batch_size;
@@ -80,19 +115,27 @@ Trainer::Trainer(const Config& cfg, dist::Context& ctx)
   sampler_ = std::make_unique<data::DistributedSampler>(
       info.size, micro_batch_ * cfg.train.accum_steps, ctx.world(), ctx.rank(), cfg.train.seed, true,
       // drop_last = false pads the last global batch with masked rows: no sample is seen twice in an epoch.
-      cfg.data.drop_last ? data::PadMode::Drop : data::PadMode::Mask, "data file '" + cfg.data.path + "': /train");
+      cfg.data.drop_last ? data::PadMode::Drop : data::PadMode::Mask,
+      "data file '" + cfg.data.path + "': /train");
   steps_per_epoch_ = sampler_->batches_per_epoch();
   total_steps_ = cfg.train.steps > 0 ? cfg.train.steps : cfg.train.epochs * steps_per_epoch_;
 
   const int64_t outputs = info.classification ? info.num_classes : info.target_shape.count();
-  std::string spec = cfg.model.spec.empty() ? nn::preset_spec(cfg.model.preset, cfg.model.hidden, outputs)
-                                            : cfg.model.spec;
-  model_ = std::make_unique<nn::Model>(spec, info.sample_shape, precision_->model_dtype(), cfg.train.seed, device_);
+  std::string spec = cfg.model.spec.empty() ? nn::preset_spec(cfg.model, outputs) : cfg.model.spec;
+  model_ = std::make_unique<nn::Model>(spec, info.sample_shape, precision_->model_dtype(), cfg.train.seed,
+                                       device_);
   precision_->attach(model_->params(), model_->grads());
-  if (model_->output_shape().count() != outputs)
-    throw UserError("model spec: the last layer gives " + model_->output_shape().str() + " outputs but the data has " +
-                    std::to_string(outputs) + (info.classification ? " classes" : " targets") +
-                    ": end the spec with linear(" + std::to_string(outputs) + ")");
+  if (context_ > 0) {
+    const Shape& out = model_->output_shape();
+    if (out.rank() != 2 || out[0] != context_ || out[1] < info.num_classes)
+      throw UserError("model spec: a language model must give logits [context, vocab] = [" +
+                      std::to_string(context_) + ", >= " + std::to_string(info.num_classes) +
+                      "] per window, but the last layer gives " + out.str());
+  } else if (model_->output_shape().count() != outputs)
+    throw UserError("model spec: the last layer gives " + model_->output_shape().str() +
+                    " outputs but the data has " + std::to_string(outputs) +
+                    (info.classification ? " classes" : " targets") + ": end the spec with linear(" +
+                    std::to_string(outputs) + ")");
 
   std::string loss = cfg.train.loss == "auto" ? (info.classification ? "ce" : "mse") : cfg.train.loss;
   if (loss == "ce" && !info.classification)
@@ -112,19 +155,21 @@ Trainer::Trainer(const Config& cfg, dist::Context& ctx)
     // Every rank starts from rank 0's parameters and buffers, and must have built the same model.
     comm_.broadcast(model_->params(), 0);
     for (auto& [name, t] : model_->buffers()) comm_.broadcast(t, 0);
-    double mine[2] = {static_cast<double>(model_->num_params()), static_cast<double>(std::hash<std::string>{}(model_->spec()) % (1ull << 52))};
+    double mine[2] = {static_cast<double>(model_->num_params()),
+                      static_cast<double>(std::hash<std::string>{}(model_->spec()) % (1ull << 52))};
     Tensor check = Tensor::borrow(mine, Shape{2}, DType::F64);
     Tensor all(Shape{2 * ctx.world()}, DType::F64);
     comm_.allgather(check, all);
     for (int r = 0; r < ctx.world(); ++r)
       if (all.data<double>()[2 * r] != mine[0] || all.data<double>()[2 * r + 1] != mine[1])
         throw UserError("rank " + std::to_string(r) + " built a different model than rank " +
-                        std::to_string(ctx.rank()) + " (parameter count or spec differ): check that all ranks get "
+                        std::to_string(ctx.rank()) +
+                        " (parameter count or spec differ): check that all ranks get "
                         "the same configuration and data file");
     std::vector<int64_t> cuts;  // buckets end at parameter boundaries: a tensor is never split
     for (const nn::ParamInfo& p : model_->param_info()) cuts.push_back(p.offset);
-    reducer_ = std::make_unique<dist::GradReducer>(comm_, model_->grads(), cfg.dist.bucket_mb * 1048576.0, cuts,
-                                                   cfg.dist.overlap);
+    reducer_ = std::make_unique<dist::GradReducer>(comm_, model_->grads(), cfg.dist.bucket_mb * 1048576.0,
+                                                   cuts, cfg.dist.overlap);
   }
 
   dlogits_ = Tensor(model_->output_shape().with_batch(micro_batch_), precision_->model_dtype(), device_);
@@ -142,7 +187,8 @@ Trainer::Trainer(const Config& cfg, dist::Context& ctx)
   progress_ = std::make_unique<Progress>(cfg.log.progress, total_steps_, step_, ctx.is_root(), ctx.world());
   // Until the first save is timed: parameters twice (flat and per tensor) and
   // the optimizer state at a modest 200 MB/s, plus a quarter second for fsync.
-  const double state_bytes = 4.0 * static_cast<double>(model_->num_params()) * (2 + optimizer_->state().size());
+  const double state_bytes =
+      4.0 * static_cast<double>(model_->num_params()) * (2 + optimizer_->state().size());
   deadline_.set_save_seconds(0.25 + state_bytes / 200e6);
 }
 
@@ -153,8 +199,8 @@ void Trainer::print_header() {
   char device[160];
   if (device_ == Device::CUDA) {
     const backend::DeviceInfo d = backend::cuda_device_info(ri.local_rank % backend::cuda_device_count());
-    std::snprintf(device, sizeof device, "cuda:%d %s (%s, %.0f GiB)", d.index, d.name.c_str(), d.pci_bus_id.c_str(),
-                  double(d.total_bytes) / double(1 << 30));
+    std::snprintf(device, sizeof device, "cuda:%d %s (%s, %.0f GiB)", d.index, d.name.c_str(),
+                  d.pci_bus_id.c_str(), double(d.total_bytes) / double(1 << 30));
   } else {
     std::snprintf(device, sizeof device, "cpu (%d BLAS threads)", blas_threads_);
   }
@@ -169,27 +215,48 @@ void Trainer::print_header() {
   for (const auto& l : lines) std::printf("%s\n", l.c_str());
   std::printf("configuration:\n%s", to_ini(cfg_).c_str());
   const data::SplitInfo& info = train_->info();
-  std::printf("data: %s: %lld train samples of %s (%s)%s", cfg_.data.path.c_str(),
-              static_cast<long long>(info.size), info.sample_shape.str().c_str(), dtype_name(info.x_dtype),
-              info.classification ? (", " + std::to_string(info.num_classes) + " classes").c_str() : "");
-  if (val_) std::printf(", %lld validation samples", static_cast<long long>(val_->info().size));
+  if (const auto* tokens = dynamic_cast<const data::TokenDataset*>(train_.get())) {
+    std::printf("data: %s: %lld train tokens (%s) = %lld windows of %lld + 1, vocabulary %lld%s",
+                cfg_.data.path.c_str(), static_cast<long long>(tokens->num_tokens()),
+                dtype_name(tokens->token_dtype()), static_cast<long long>(info.size),
+                static_cast<long long>(context_), static_cast<long long>(tokens->vocab()),
+                tokens->tokenizer().empty() ? "" : (" (" + tokens->tokenizer() + " tokenizer)").c_str());
+    if (val_) std::printf(", %lld validation windows", static_cast<long long>(val_->info().size));
+  } else {
+    std::printf("data: %s: %lld train samples of %s (%s)%s", cfg_.data.path.c_str(),
+                static_cast<long long>(info.size), info.sample_shape.str().c_str(), dtype_name(info.x_dtype),
+                info.classification ? (", " + std::to_string(info.num_classes) + " classes").c_str() : "");
+    if (val_) std::printf(", %lld validation samples", static_cast<long long>(val_->info().size));
+  }
   std::printf("\nloader: %d worker thread(s), %d batches ahead, %s host buffers, %s", cfg_.data.workers,
-              cfg_.data.prefetch, train_loader_->allocator_name(), train_->mapped() ? "data memory-mapped" : "data read with H5Dread");
+              cfg_.data.prefetch, train_loader_->allocator_name(),
+              train_->mapped() ? "data memory-mapped" : "data read with H5Dread");
   const std::string advice = data::mmap_advice({train_.get(), val_.get()});
   if (!advice.empty()) std::printf("\n%s", advice.c_str());
   std::printf("\nmodel: %s\n%s", model_->spec().c_str(), model_->summary().c_str());
-  std::printf("batch: %lld per rank × %d ranks × %lld accumulation = %lld global; %lld steps/epoch, %lld steps\n",
-              static_cast<long long>(micro_batch_), ri.world, static_cast<long long>(cfg_.train.accum_steps),
-              static_cast<long long>(global_batch_), static_cast<long long>(steps_per_epoch_),
-              static_cast<long long>(total_steps_));
+  const nn::ActivationBytes act = model_->activation_bytes(micro_batch_);
+  std::printf("activations: %.1f MiB per rank at batch %lld", double(act.kept) / 1048576.0,
+              static_cast<long long>(micro_batch_));
+  if (act.without_recompute > act.with_recompute)
+    std::printf(act.kept < act.without_recompute ? " (recompute saves %.1f MiB)"
+                                                 : " (--model.recompute true would save %.1f MiB)",
+                double(act.without_recompute - act.with_recompute) / 1048576.0);
+  std::printf("\n");
+  std::printf(
+      "batch: %lld per rank × %d ranks × %lld accumulation = %lld global; %lld steps/epoch, %lld steps\n",
+      static_cast<long long>(micro_batch_), ri.world, static_cast<long long>(cfg_.train.accum_steps),
+      static_cast<long long>(global_batch_), static_cast<long long>(steps_per_epoch_),
+      static_cast<long long>(total_steps_));
   if (!lr_note_.empty()) std::printf("%s\n", lr_note_.c_str());
   if (precision_->sixteen_bit())
-    std::printf("precision: %s activations, parameters and gradients; fp32 master weights and optimizer state%s\n",
-                precision_->name().c_str(), precision_->loss_scale() != 1.0 ? "; dynamic loss scaling" : "");
+    std::printf(
+        "precision: %s activations, parameters and gradients; fp32 master weights and optimizer state%s\n",
+        precision_->name().c_str(), precision_->loss_scale() != 1.0 ? "; dynamic loss scaling" : "");
   if (sync_bn_) std::printf("SyncBatchNorm: on (batch statistics over all %d ranks)\n", ri.world);
   if (reducer_)
-    std::printf("gradient all-reduce: %d bucket(s) of ~%.3g MiB, %s, dist.timeout %g s\n", reducer_->num_buckets(),
-                cfg_.dist.bucket_mb, cfg_.dist.overlap ? "overlapped with backward" : "after backward (no overlap)",
+    std::printf("gradient all-reduce: %d bucket(s) of ~%.3g MiB, %s, dist.timeout %g s\n",
+                reducer_->num_buckets(), cfg_.dist.bucket_mb,
+                cfg_.dist.overlap ? "overlapped with backward" : "after backward (no overlap)",
                 cfg_.dist.timeout);
   std::fflush(stdout);
   print_checkpoint_policy();
@@ -228,7 +295,8 @@ void Trainer::train_step(int64_t epoch, int64_t batch, StepTimes& t) {
     const auto [x, y] = (*upload_)(b);
     const Tensor& logits = model_->forward(x, rc);
     // fp16: the loss gradient is scaled by S (MixedPrecision::unscale divides it out again).
-    nn::LossStats s = loss_->forward_backward(logits, y, b.valid, normalizer / precision_->loss_scale(), dlogits_);
+    nn::LossStats s =
+        loss_->forward_backward(logits, y, b.valid, normalizer / precision_->loss_scale(), dlogits_);
     win_loss_ += s.loss_sum;
     win_count_ += static_cast<double>(s.count);
     win_correct_ += static_cast<double>(s.correct1);
@@ -236,8 +304,12 @@ void Trainer::train_step(int64_t epoch, int64_t batch, StepTimes& t) {
     const bool last = micro + 1 == accum;
     if (reducer_ && last) {
       reducer_->begin();
-      model_->backward(dlogits_, rc, [this](int64_t frontier) { reducer_->on_ready(frontier); });
+      model_->backward(dlogits_, rc, [this](int64_t frontier) {
+        dist::fault_at(dist::FaultPoint::Backward);  // test-only: a signal mid-backward, buckets in flight
+        reducer_->on_ready(frontier);
+      });
     } else {
+      dist::fault_at(dist::FaultPoint::Backward);
       model_->backward(dlogits_, rc);
     }
     t.compute += seconds_since(t1);
@@ -249,14 +321,16 @@ void Trainer::train_step(int64_t epoch, int64_t batch, StepTimes& t) {
     if (precision_->consecutive_skips() >= MAX_CONSECUTIVE_SKIPS)
       throw UserError("training diverged: " + std::to_string(MAX_CONSECUTIVE_SKIPS) +
                       " consecutive fp16 steps had inf/NaN gradients (loss scale now " +
-                      std::to_string(precision_->loss_scale()) + "): lower --optim.lr or use --train.precision bf16");
+                      std::to_string(precision_->loss_scale()) +
+                      "): lower --optim.lr or use --train.precision bf16");
     t.compute += seconds_since(t2);
     ++step_;
     return;
   }
   last_grad_norm_ = optim::clip_grad_norm(precision_->optimizer_grads(), cfg_.optim.clip_norm);
   if (!std::isfinite(last_grad_norm_))
-    throw UserError("training diverged: the gradient norm is not finite at step " + std::to_string(step_ + 1) +
+    throw UserError("training diverged: the gradient norm is not finite at step " +
+                    std::to_string(step_ + 1) +
                     ": lower --optim.lr, add --optim.warmup_steps or set --optim.clip_norm");
   last_lr_ = schedule_->lr_at(step_);
   optimizer_->step(precision_->optimizer_params(), precision_->optimizer_grads(), last_lr_);
@@ -268,8 +342,8 @@ void Trainer::train_step(int64_t epoch, int64_t batch, StepTimes& t) {
 std::string Trainer::device_report() const {
   const backend::DeviceMemoryStats m = backend::device_memory_stats();
   char line[200];
-  std::snprintf(line, sizeof line, "      device memory: peak %.1f MiB of %.1f GiB", double(m.peak) / 1048576.0,
-                double(m.total) / double(1 << 30));
+  std::snprintf(line, sizeof line, "      device memory: peak %.1f MiB of %.1f GiB",
+                double(m.peak) / 1048576.0, double(m.total) / double(1 << 30));
   std::string out = line;
   if (precision_->loss_scale() != 1.0 || precision_->skipped_steps() > 0) {
     std::snprintf(line, sizeof line, "; fp16 steps skipped: %lld, loss scale %g",
@@ -286,14 +360,23 @@ void Trainer::log_step(int64_t epoch, const StepTimes& t, double window_s) {
   comm_.allreduce(s, dist::ReduceOp::Sum);
   const double loss = sums[0] / std::max(1.0, sums[1]);
   const double steps = static_cast<double>(std::max<int64_t>(1, win_steps_));
-  const double sps = sums[1] / std::max(1e-9, window_s);
-  progress_->step_line(epoch, step_, loss, last_lr_, last_grad_norm_, sps, 1e3 * t.data / steps,
+  // The loss counts tokens for a language model: samples are windows of context_ tokens.
+  const double per_sample = context_ > 0 ? static_cast<double>(context_) : 1.0;
+  const double sps = sums[1] / per_sample / std::max(1e-9, window_s);
+  progress_->step_line(epoch, step_, loss, last_lr_, last_grad_norm_, sps * per_sample, 1e3 * t.data / steps,
                        1e3 * t.compute / steps, 1e3 * t.comm / steps);
   Record r;
-  r.add_int("step", step_).add_int("epoch", epoch).add("loss", loss).add("lr", last_lr_)
-      .add("grad_norm", last_grad_norm_).add("samples_per_s", sps).add("data_ms", 1e3 * t.data / steps)
-      .add("compute_ms", 1e3 * t.compute / steps).add("comm_ms", 1e3 * t.comm / steps)
+  r.add_int("step", step_)
+      .add_int("epoch", epoch)
+      .add("loss", loss)
+      .add("lr", last_lr_)
+      .add("grad_norm", last_grad_norm_)
+      .add("samples_per_s", sps)
+      .add("data_ms", 1e3 * t.data / steps)
+      .add("compute_ms", 1e3 * t.compute / steps)
+      .add("comm_ms", 1e3 * t.comm / steps)
       .add("train_acc", sums[2] / std::max(1.0, sums[1]));
+  if (context_ > 0) r.add("tokens_per_s", sps * per_sample);
   if (precision_->sixteen_bit())
     r.add("loss_scale", precision_->loss_scale()).add_int("skipped_steps", precision_->skipped_steps());
   if (device_ == Device::CUDA) r.add("device_mem_peak_mb", backend::device_memory_stats().peak / 1048576.0);
@@ -325,14 +408,16 @@ EvalResult Trainer::evaluate() {
   val_loader_->stop();  // joins the (finished) workers
   comm_.allreduce(Tensor::borrow(sums, Shape{4}, DType::F64), dist::ReduceOp::Sum);
   res.count = static_cast<int64_t>(sums[1]);
+  res.per_token = context_ > 0;
   res.loss = sums[0] / std::max(1.0, sums[1]);
   res.acc = sums[2] / std::max(1.0, sums[1]);
-  if (val_->info().classification && val_->info().num_classes >= 10) res.top5 = sums[3] / std::max(1.0, sums[1]);
+  if (val_->info().classification && val_->info().num_classes >= 10)
+    res.top5 = sums[3] / std::max(1.0, sums[1]);
   return res;
 }
 
 EvalResult Trainer::run() {
-  progress_->table_header();
+  progress_->table_header(context_ > 0 ? "tokens/s" : "samples/s");
   last_boundary_ = last_ckpt_time_ = Clock::now();  // step and checkpoint timing start here, after set-up
   EvalResult last;
   auto window_start = Clock::now();
@@ -355,11 +440,21 @@ EvalResult Trainer::run() {
     }
     if (epoch_end && val_) {
       last = evaluate();
-      progress_->eval_line(epoch, step_, last.loss, last.acc, last.top5);
+      if (last.per_token) {
+        char line[200];
+        std::snprintf(line, sizeof line,
+                      "eval  epoch %lld step %lld: val_loss %.4f per token  val_acc %.2f%%  perplexity %.3f",
+                      static_cast<long long>(epoch), static_cast<long long>(step_), last.loss, 100 * last.acc,
+                      std::exp(last.loss));
+        progress_->line(line);
+      } else {
+        progress_->eval_line(epoch, step_, last.loss, last.acc, last.top5);
+      }
       if (device_ == Device::CUDA) progress_->line(device_report());
       Record r;
       r.add_int("step", step_).add_int("epoch", epoch).add("val_loss", last.loss).add("val_acc", last.acc);
       if (last.top5 >= 0) r.add("val_top5", last.top5);
+      if (last.per_token) r.add("val_ppl", std::exp(last.loss));
       metrics_.write(r);
       window_start = Clock::now();  // evaluation time is not training throughput
     }
@@ -368,7 +463,8 @@ EvalResult Trainer::run() {
   if (exit_code_ == EXIT_OK) {
     // Resumed from a finished run: nothing to train, but the final evaluation is still the answer.
     if (val_ && last.count == 0) last = evaluate();
-    if (step_ != last_ckpt_step_ && !save_checkpoint("end of training")) exit_code_ = EXIT_BAD_INPUT;
+    if (step_ != last_ckpt_step_ && !save_checkpoint("end of training") && exit_code_ == EXIT_OK)
+      exit_code_ = EXIT_BAD_INPUT;  // (a full disk has set EXIT_IO)
   }
   progress_->done();
   return last;

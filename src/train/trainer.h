@@ -24,6 +24,7 @@
 #include "data/h5_dataset.h"
 #include "data/loader.h"
 #include "data/sampler.h"
+#include "data/token_dataset.h"
 #include "dist/context.h"
 #include "dist/grad_reducer.h"
 #include "nn/loss.h"
@@ -41,6 +42,7 @@ namespace hpc::train {
 struct EvalResult {
   double loss = 0, acc = 0, top5 = -1;  // top5 < 0: not applicable (fewer than 10 classes)
   int64_t count = 0;
+  bool per_token = false;  // a language model: loss, acc and count are per token (perplexity = e^loss)
 };
 
 class Trainer {
@@ -64,7 +66,8 @@ class Trainer {
   // The process exit code after run(): EXIT_OK; EXIT_REQUEUE (75) when a
   // signal or the deadline stopped the run early and its checkpoint is
   // written; EXIT_BAD_INPUT (2) when a checkpoint that had to be written (on
-  // a stop, at the end) could not be (rank 0 printed why).
+  // a stop, at the end) could not be (rank 0 printed why); EXIT_IO (74) when
+  // any checkpoint write found the disk full: every rank stops after that step.
   int exit_code() const { return exit_code_; }
 
   nn::Model& model() { return *model_; }
@@ -94,7 +97,9 @@ class Trainer {
   Device device_ = Device::CPU;                // train.device, resolved
   std::unique_ptr<MixedPrecision> precision_;  // train.precision: master weights, loss scale
   std::unique_ptr<BatchUpload> upload_;        // batches onto the device, in the model's dtype
-  std::unique_ptr<data::H5Dataset> train_, val_;
+  // H5Dataset (x/y), or TokenDataset (/SPLIT/tokens: a language model's windows).
+  std::unique_ptr<data::Dataset> train_, val_;
+  int64_t context_ = 0;  // a language model's tokens per window (model.context resolved); 0: not one
   std::unique_ptr<data::DistributedSampler> sampler_;
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<nn::Loss> loss_;
@@ -105,11 +110,11 @@ class Trainer {
   std::unique_ptr<Progress> progress_;
   std::string lr_note_;
 
-  int64_t micro_batch_ = 0;     // per rank, per micro-step
-  int64_t global_batch_ = 0;    // per optimizer step, all ranks and micro-steps
+  int64_t micro_batch_ = 0;   // per rank, per micro-step
+  int64_t global_batch_ = 0;  // per optimizer step, all ranks and micro-steps
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
-  int64_t step_ = 0;            // optimizer steps done
+  int64_t step_ = 0;  // optimizer steps done
   double peak_lr_ = 0;
   bool sync_bn_ = false;
   int blas_threads_ = 1;

@@ -191,7 +191,7 @@ bool Trainer::checkpoint_or_stop() {
           saved ? "stopped after step " + std::to_string(step_) + " on all " + std::to_string(ctx_.world()) +
                       " rank(s), checkpoint written: exit 75 (requeue)"
                 : "stopped after step " + std::to_string(step_) + " but the checkpoint could not be written");
-    exit_code_ = saved ? EXIT_REQUEUE : EXIT_BAD_INPUT;
+    exit_code_ = saved ? EXIT_REQUEUE : exit_code_ == EXIT_IO ? EXIT_IO : EXIT_BAD_INPUT;
     return true;
   }
   const bool every_steps = cfg_.ckpt.every_steps > 0 && step_ % cfg_.ckpt.every_steps == 0;
@@ -199,7 +199,7 @@ bool Trainer::checkpoint_or_stop() {
     save_checkpoint(every_steps ? "every " + std::to_string(cfg_.ckpt.every_steps) + " steps"
                                 : "every " + format_duration(60 * minutes));
   last_boundary_ = Clock::now();  // a save is not part of the next step's time
-  return false;
+  return exit_code_ != EXIT_OK;   // a periodic save that hit a full disk stops the run (EXIT_IO)
 }
 
 bool Trainer::save_checkpoint(const std::string& why) {
@@ -211,7 +211,7 @@ bool Trainer::save_checkpoint(const std::string& why) {
   Tensor all(Shape{5 * static_cast<int64_t>(world)}, DType::F64);
   ctx_.host_comm().allgather(Tensor::borrow(mine, Shape{5}, DType::F64), all);
 
-  double status[2] = {1, 0};  // written, seconds
+  double status[3] = {1, 0, 0};  // written, seconds, the exit code of a failure that must stop the run
   if (ctx_.is_root()) {
     const double* g = all.data<double>();
     ckpt::Checkpoint c;
@@ -251,13 +251,27 @@ bool Trainer::save_checkpoint(const std::string& why) {
       std::snprintf(took, sizeof took, "%.2f s", status[1]);
       progress_->line("checkpoint: " + path + " (step " + std::to_string(step_) + ", " + why + ", " +
                       format_bytes(bytes) + ", " + took + ")");
+    } catch (const IoError& e) {
+      // Disk full or over quota: every later save would fail too, and training on would only
+      // lose more work. Stop now, all ranks together, with the previous checkpoint intact.
+      status[0] = 0;
+      status[2] = EXIT_IO;
+      std::string prev = "no earlier checkpoint";
+      for (const ckpt::StoredCheckpoint& k : ckpt::list_checkpoints(cfg_.run_dir))  // newest first
+        if (k.step < step_) {
+          prev = "the last one, " + k.path + ", is intact";
+          break;
+        }
+      std::fprintf(stderr, "hpctrain: error%s: %s; stopping after step %" PRId64 " (%s)\n",
+                   world > 1 ? " on rank 0" : "", e.what(), step_, prev.c_str());
     } catch (const std::exception& e) {
       status[0] = 0;
       std::fprintf(stderr, "hpctrain: warning: the checkpoint at step %" PRId64 " was not written: %s\n",
                    step_, e.what());
     }
   }
-  ctx_.host_comm().broadcast(Tensor::borrow(status, Shape{2}, DType::F64), 0);
+  ctx_.host_comm().broadcast(Tensor::borrow(status, Shape{3}, DType::F64), 0);
+  if (status[2] != 0) exit_code_ = static_cast<int>(status[2]);
   if (status[0] == 0) return false;
   last_ckpt_step_ = step_;
   last_ckpt_time_ = Clock::now();

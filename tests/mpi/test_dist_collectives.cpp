@@ -56,6 +56,7 @@ int64_t mismatches(const Tensor& t, int world, ReduceOp op) {
   int64_t bad = 0;
   for (int64_t i = 0; i < t.count(); ++i) {
     T want = reference<T>(world, i, op);
+    // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison): bitwise equality is the point
     if (std::memcmp(&t.data<T>()[i], &want, sizeof(T)) != 0) {
       if (bad == 0)
         ADD_FAILURE() << "element " << i << " of " << t.count() << ": got " << t.data<T>()[i] << ", want "

@@ -54,11 +54,16 @@ struct Tol {
 };
 inline Tol tol_for(DType d) {
   switch (d) {
-    case DType::F64: return {1e-12, 1e-10};
-    case DType::F32: return {1e-6, 2e-5};
-    case DType::F16: return {2e-3, 4e-3};
-    case DType::BF16: return {1e-2, 1.6e-2};
-    default: return {0, 0};
+    case DType::F64:
+      return {1e-12, 1e-10};
+    case DType::F32:
+      return {1e-6, 2e-5};
+    case DType::F16:
+      return {2e-3, 4e-3};
+    case DType::BF16:
+      return {1e-2, 1.6e-2};
+    default:
+      return {0, 0};
   }
 }
 constexpr Tol EXACT{0, 0};
@@ -95,10 +100,10 @@ inline Tensor on_dut(const Tensor& values64, DType dtype, Device device = dut())
     backend::convert(values64, out);
     return out;
   }
-  const Tensor d64(values64.shape(), DType::F64, device);
+  Tensor d64(values64.shape(), DType::F64, device);
   backend::copy(values64, d64);
   if (dtype == DType::F64) return d64;
-  const Tensor out(values64.shape(), dtype, device);
+  Tensor out(values64.shape(), dtype, device);
   backend::convert(d64, out);
   return out;
 }
@@ -146,7 +151,8 @@ inline void expect_close(const Tensor& got, const Tensor& ref64, Tol tol, const 
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << g.count() << " elements out of tolerance (atol "
                     << tol.atol << ", rtol " << tol.rtol << "); first at " << first << ": got "
                     << (first >= 0 ? g.data<double>()[first] : 0) << ", want "
-                    << (first >= 0 ? ref64.data<double>()[first] : 0) << "; worst " << worst << "× the allowance";
+                    << (first >= 0 ? ref64.data<double>()[first] : 0) << "; worst " << worst
+                    << "× the allowance";
 }
 
 // The arguments every DUT test binary takes, and its exit code when there is nothing to test.
@@ -175,10 +181,10 @@ inline int setup_device_under_test(int argc, char** argv) {
 }  // namespace hpc::test
 
 // main() of a DUT test binary (linked before gtest_main, so this one is used).
-#define HPC_DEVICE_TEST_MAIN()                                                       \
-  int main(int argc, char** argv) {                                                  \
-    const int code = ::hpc::test::setup_device_under_test(argc, argv);               \
-    if (code >= 0) return code;                                                      \
-    ::testing::InitGoogleTest(&argc, argv);                                          \
-    return RUN_ALL_TESTS();                                                          \
+#define HPC_DEVICE_TEST_MAIN()                                         \
+  int main(int argc, char** argv) {                                    \
+    const int code = ::hpc::test::setup_device_under_test(argc, argv); \
+    if (code >= 0) return code;                                        \
+    ::testing::InitGoogleTest(&argc, argv);                            \
+    return RUN_ALL_TESTS();                                            \
   }

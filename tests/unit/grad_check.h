@@ -98,7 +98,8 @@ inline double dot(const Tensor& a, const Tensor& b) {
 
 class GradientChecker {
  public:
-  explicit GradientChecker(double step = 1e-5, double tolerance = 1e-6) : step_(step), tolerance_(tolerance) {}
+  explicit GradientChecker(double step = 1e-5, double tolerance = 1e-6)
+      : step_(step), tolerance_(tolerance) {}
 
   // Checks dx and every parameter gradient of the layer built from `args`.
   // Returns the largest error seen (for reporting); failures are gtest failures.
@@ -120,7 +121,8 @@ class GradientChecker {
 
     double worst = compare(args.text + " dx", x, dx, loss);
     for (size_t p = 0; p < b.specs.size(); ++p)
-      worst = std::max(worst, compare(args.text + " d" + b.specs[p].name, b.param_views[p], b.grad_views[p], loss));
+      worst = std::max(worst,
+                       compare(args.text + " d" + b.specs[p].name, b.param_views[p], b.grad_views[p], loss));
     return worst;
   }
 

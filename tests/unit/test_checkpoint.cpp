@@ -83,13 +83,12 @@ haddr_t dataset_offset(const std::string& path, const std::string& name) {
 }
 
 void flip_byte(const std::string& path, off_t offset) {
-  int fd = ::open(path.c_str(), O_RDWR);
-  ASSERT_GE(fd, 0);
-  unsigned char b = 0;
-  ASSERT_EQ(::pread(fd, &b, 1, offset), 1);
-  b ^= 0x10;
-  ASSERT_EQ(::pwrite(fd, &b, 1, offset), 1);
-  ::close(fd);
+  // A stream closes itself when an ASSERT returns early (a raw fd leaked there).
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(f.is_open()) << path;
+  char b = 0;
+  ASSERT_TRUE(f.seekg(offset).get(b)) << path << " @" << offset;
+  ASSERT_TRUE(f.seekp(offset).put(static_cast<char>(b ^ 0x10)).flush()) << path << " @" << offset;
 }
 
 void set_int_attr(const std::string& path, const char* name, int64_t value) {
@@ -168,12 +167,14 @@ TEST(Checkpoint, NamedParameterTensorsHaveTheirShapes) {
   EXPECT_EQ(dims[1], 4u);
   float w[12];
   H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w);
+  // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison): bitwise equality is the point
   EXPECT_EQ(std::memcmp(w, c.params.data<float>(), sizeof w), 0) << "a view of the flat buffer at its offset";
   H5Sclose(s);
   H5Dclose(d);
   d = H5Dopen2(f, "/params/1.linear.bias", H5P_DEFAULT);
   float b[3];
   H5Dread(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, b);
+  // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison): bitwise equality is the point
   EXPECT_EQ(std::memcmp(b, c.params.data<float>() + 12, sizeof b), 0);
   H5Dclose(d);
   H5Fclose(f);
@@ -298,7 +299,7 @@ TEST(CheckpointValidate, RefusesAnotherModelOptimizerOrGlobalBatch) {
   run.train_samples = 1024, run.steps_per_epoch = 16, run.seed = c.seed;
   EXPECT_TRUE(check_resumable(c, "p", run).empty());
 
-  auto refused = [&](RunLayout r, const std::string& part) {
+  auto refused = [&](const RunLayout& r, const std::string& part) {
     try {
       check_resumable(c, "p.h5", r);
       ADD_FAILURE() << "expected '" << part << "'";

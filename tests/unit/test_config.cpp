@@ -63,6 +63,7 @@ class ConfigTest : public ::testing::Test {
   Config parse(std::vector<std::string> args) {
     args.insert(args.begin(), "hpctrain");
     std::vector<const char*> argv;
+    argv.reserve(args.size());
     for (const std::string& a : args) argv.push_back(a.c_str());
     Config cfg;
     EXPECT_TRUE(parse_config(static_cast<int>(argv.size()), argv.data(), cfg));
@@ -71,7 +72,7 @@ class ConfigTest : public ::testing::Test {
 
   // parse with a valid --data.path appended, so that only the option under test can fail.
   Config parse_train(std::vector<std::string> args) {
-    args.push_back("--data.path");
+    args.emplace_back("--data.path");
     args.push_back(data_);
     return parse(std::move(args));
   }

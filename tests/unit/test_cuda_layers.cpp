@@ -37,7 +37,8 @@ double dot64(const Tensor& a, const Tensor& b) {
 // a + t·v on the host.
 Tensor shifted(const Tensor& a, const Tensor& v, double t) {
   Tensor out(a.shape(), DType::F64);
-  for (int64_t i = 0; i < a.count(); ++i) out.data<double>()[i] = a.data<double>()[i] + t * v.data<double>()[i];
+  for (int64_t i = 0; i < a.count(); ++i)
+    out.data<double>()[i] = a.data<double>()[i] + t * v.data<double>()[i];
   return out;
 }
 
@@ -124,8 +125,9 @@ TEST(CudaLayers, GradientChecks) {
   check_layer(layer_args("res", {}, {},
                          {layer_args("conv", {4, 3}, {{"pad", 1}}), layer_args("bn"), layer_args("relu")}),
               Shape{4, 6, 6}, 2);
-  check_layer(layer_args("res", {}, {}, {layer_args("conv", {6, 3}, {{"stride", 2}, {"pad", 1}}), layer_args("bn")}),
-              Shape{3, 6, 6}, 2);
+  check_layer(
+      layer_args("res", {}, {}, {layer_args("conv", {6, 3}, {{"stride", 2}, {"pad", 1}}), layer_args("bn")}),
+      Shape{3, 6, 6}, 2);
 }
 
 // ---- models: a few training steps, GPU against CPU ------------------------------------------
@@ -154,15 +156,16 @@ struct TrainingRun {
   Tensor dlogits;
   Device device;
 
-  TrainingRun(Device d, const std::string& precision_name) : device(d) {
-    precision = std::make_unique<train::MixedPrecision>(precision_name, d);
+  TrainingRun(Device d, const std::string& precision_name)
+      : precision(std::make_unique<train::MixedPrecision>(precision_name, d)), device(d) {
     model = std::make_unique<nn::Model>(SPEC, INPUT, precision->model_dtype(), 5, d);
     precision->attach(model->params(), model->grads());
     OptimConfig cfg;
     cfg.name = "adamw";
     cfg.lr = 3e-3;
     cfg.weight_decay = 0.01;
-    optimizer = optim::Optimizer::create(cfg, precision->optimizer_params(), optim::decay_ranges_of(model->param_info()));
+    optimizer = optim::Optimizer::create(cfg, precision->optimizer_params(),
+                                         optim::decay_ranges_of(model->param_info()));
     dlogits = Tensor(model->output_shape().with_batch(BATCH), precision->model_dtype(), d);
   }
 
@@ -179,7 +182,8 @@ struct TrainingRun {
     rc.step = step;
     model->zero_grads();
     const Tensor& logits = model->forward(x, rc);
-    const nn::LossStats s = loss->forward_backward(logits, y, BATCH, BATCH / precision->loss_scale() / grad_boost, dlogits);
+    const nn::LossStats s =
+        loss->forward_backward(logits, y, BATCH, BATCH / precision->loss_scale() / grad_boost, dlogits);
     model->backward(dlogits, rc);
     if (!precision->unscale()) return std::nan("");
     optimizer->step(precision->optimizer_params(), precision->optimizer_grads(), 3e-3);

@@ -27,7 +27,8 @@ TEST(CudaOps, Gemm) {
     for (bool ta : {false, true})
       for (bool tb : {false, true}) {
         SCOPED_TRACE(std::string(dtype_name(d)) + (ta ? " Aᵀ" : " A") + (tb ? " Bᵀ" : " B"));
-        const Tensor a = random64(ta ? Shape{k, m} : Shape{m, k}, 1), b = random64(tb ? Shape{n, k} : Shape{k, n}, 2);
+        const Tensor a = random64(ta ? Shape{k, m} : Shape{m, k}, 1),
+                     b = random64(tb ? Shape{n, k} : Shape{k, n}, 2);
         const Tensor c = random64(Shape{m, n}, 3);
         const Tensor da = on_dut(a, d), db = on_dut(b, d), dc = on_dut(c, d);
         Tensor ra = rounded64(a, d), rb = rounded64(b, d), rc = rounded64(c, d);
@@ -183,17 +184,20 @@ TEST(CudaOps, DropoutMaskIsTheCpuMask) {
     Tensor dback(s, d, dut());
     dropout_backward(dy, 0.25, 99, 3, 12345, dback);  // the same mask again, scaled once more
     const Tensor h = host64(dback), fwd = host64(dy);
-    for (int64_t i = 0; i < s.count(); ++i) ASSERT_EQ(h.data<double>()[i] == 0, fwd.data<double>()[i] == 0) << i;
+    for (int64_t i = 0; i < s.count(); ++i)
+      ASSERT_EQ(h.data<double>()[i] == 0, fwd.data<double>()[i] == 0) << i;
   }
 }
 
 // ---- convolution lowering and pooling ------------------------------------------------------
 
 TEST(CudaOps, Im2colCol2imSwap) {
-  const ConvGeometry cases[] = {{3, 8, 8, 3, 1, 1}, {2, 7, 5, 3, 2, 1}, {4, 6, 6, 1, 2, 0}, {2, 9, 9, 5, 1, 0}};
+  const ConvGeometry cases[] = {
+      {3, 8, 8, 3, 1, 1}, {2, 7, 5, 3, 2, 1}, {4, 6, 6, 1, 2, 0}, {2, 9, 9, 5, 1, 0}};
   for (DType d : float_dtypes())
     for (const ConvGeometry& g : cases) {
-      SCOPED_TRACE(std::string(dtype_name(d)) + " k" + std::to_string(g.kernel) + " s" + std::to_string(g.stride));
+      SCOPED_TRACE(std::string(dtype_name(d)) + " k" + std::to_string(g.kernel) + " s" +
+                   std::to_string(g.stride));
       const bool same = d == DType::F32 || d == DType::F64;  // the CPU reference in the DUT's own dtype
       const DType ref_dtype = same ? d : DType::F64;
       const int64_t n = 3, cols_n = g.col_rows() * n * g.out_pixels();
@@ -223,12 +227,14 @@ TEST(CudaOps, Pooling) {
   const PoolGeometry cases[] = {{4, 8, 8, 2, 2}, {3, 7, 7, 3, 2}, {2, 5, 6, 2, 1}};
   for (DType d : float_dtypes())
     for (const PoolGeometry& g : cases) {
-      SCOPED_TRACE(std::string(dtype_name(d)) + " k" + std::to_string(g.kernel) + " s" + std::to_string(g.stride));
+      SCOPED_TRACE(std::string(dtype_name(d)) + " k" + std::to_string(g.kernel) + " s" +
+                   std::to_string(g.stride));
       const bool same = d == DType::F32 || d == DType::F64;
       const DType ref_dtype = same ? d : DType::F64;
       const int64_t n = 2, out_n = n * g.channels * g.out_height() * g.out_width();
       Tensor x = random64(Shape{n, g.channels, g.height, g.width}, 19);
-      for (int64_t i = 0; i < x.count(); ++i) x.data<double>()[i] = std::floor(4 * x.data<double>()[i]);  // ties
+      for (int64_t i = 0; i < x.count(); ++i)
+        x.data<double>()[i] = std::floor(4 * x.data<double>()[i]);  // ties
       const Tensor dyv = random64(Shape{out_n}, 20);
       const Tensor rx = host_as(rounded64(x, d), ref_dtype), rdy = host_as(rounded64(dyv, d), ref_dtype);
 
@@ -237,7 +243,8 @@ TEST(CudaOps, Pooling) {
       max_pool_forward(on_dut(x, d), g, y, arg);
       max_pool_forward(rx, g, ry, rarg);
       expect_close(y, host64(ry), EXACT, "max pool");
-      EXPECT_EQ(std::memcmp(host_raw(arg).raw(), rarg.raw(), rarg.num_bytes()), 0) << "argmax (first maximum wins)";
+      EXPECT_EQ(std::memcmp(host_raw(arg).raw(), rarg.raw(), rarg.num_bytes()), 0)
+          << "argmax (first maximum wins)";
       Tensor dx(x.shape(), d, dut()), rdx(x.shape(), ref_dtype);
       max_pool_backward(on_dut(dyv, d), arg, g, dx);
       max_pool_backward(rdy, rarg, g, rdx);
@@ -281,7 +288,8 @@ TEST(CudaOps, BatchNormPieces) {
       Tensor stats(Shape{2 * channels + 1}, DType::F64, dut()), rstats(Shape{2 * channels + 1}, DType::F64);
       Tensor mean(Shape{channels}, sd, dut()), invstd(Shape{channels}, sd, dut());
       Tensor rmean(Shape{channels}, DType::F64), rinvstd(Shape{channels}, DType::F64);
-      Tensor rm = on_dut(rm0, sd), rv = on_dut(rv0, sd), ref_rm = rounded64(rm0, sd), ref_rv = rounded64(rv0, sd);
+      Tensor rm = on_dut(rm0, sd), rv = on_dut(rv0, sd), ref_rm = rounded64(rm0, sd),
+             ref_rv = rounded64(rv0, sd);
       if (training) {
         batchnorm_stats(on_dut(x, d), channels, spatial, stats);
         batchnorm_stats(rx, channels, spatial, rstats);
@@ -298,24 +306,28 @@ TEST(CudaOps, BatchNormPieces) {
       expect_close(invstd, rinvstd, tol_for(sd), "invstd");
 
       Tensor y(x.shape(), d, dut()), ry(x.shape(), DType::F64);
-      batchnorm_normalize(on_dut(x, d), mean, invstd, on_dut(gamma, d), on_dut(beta, d), channels, spatial, y);
+      batchnorm_normalize(on_dut(x, d), mean, invstd, on_dut(gamma, d), on_dut(beta, d), channels, spatial,
+                          y);
       batchnorm_normalize(rx, host64(mean), host64(invstd), rgamma, rbeta, channels, spatial, ry);
       expect_close(y, ry, tol_for(d), "normalize");
 
       Tensor sums(Shape{2 * channels}, DType::F64, dut()), rsums(Shape{2 * channels}, DType::F64);
       Tensor dgamma = on_dut(gamma, d), dbeta = on_dut(beta, d);  // backward adds into them
       Tensor rdgamma = rounded64(gamma, d), rdbeta = rounded64(beta, d);
-      batchnorm_backward_reduce(on_dut(x, d), on_dut(dyv, d), mean, invstd, channels, spatial, sums, dgamma, dbeta);
-      batchnorm_backward_reduce(rx, rdy, host64(mean), host64(invstd), channels, spatial, rsums, rdgamma, rdbeta);
+      batchnorm_backward_reduce(on_dut(x, d), on_dut(dyv, d), mean, invstd, channels, spatial, sums, dgamma,
+                                dbeta);
+      batchnorm_backward_reduce(rx, rdy, host64(mean), host64(invstd), channels, spatial, rsums, rdgamma,
+                                rdbeta);
       expect_close(sums, rsums, {1e-9, 1e-9}, "grad sums");
       expect_close(dgamma, rdgamma, tol_for(d), "dgamma");
       expect_close(dbeta, rdbeta, tol_for(d), "dbeta");
 
       Tensor dx(x.shape(), d, dut()), rdx(x.shape(), DType::F64);
-      batchnorm_backward_dx(on_dut(x, d), on_dut(dyv, d), mean, invstd, on_dut(gamma, d), training ? stats : Tensor(),
-                            training ? sums : Tensor(), channels, spatial, dx);
-      batchnorm_backward_dx(rx, rdy, host64(mean), host64(invstd), rgamma, training ? host64(stats) : Tensor(),
-                            training ? host64(sums) : Tensor(), channels, spatial, rdx);
+      batchnorm_backward_dx(on_dut(x, d), on_dut(dyv, d), mean, invstd, on_dut(gamma, d),
+                            training ? stats : Tensor(), training ? sums : Tensor(), channels, spatial, dx);
+      batchnorm_backward_dx(rx, rdy, host64(mean), host64(invstd), rgamma,
+                            training ? host64(stats) : Tensor(), training ? host64(sums) : Tensor(), channels,
+                            spatial, rdx);
       expect_close(dx, rdx, tol_for(d), "dx");
     }
 }
@@ -331,16 +343,19 @@ TEST(CudaOps, SoftmaxCrossEntropy) {
     const Tensor z = random64(Shape{n, k}, 29, -3, 3);
     Tensor dz(Shape{n, k}, d, dut()), rdz(Shape{n, k}, DType::F64);
     fill(dz, 5.0);  // padding rows must come back 0
-    const ClassifyStats got = softmax_cross_entropy(on_dut(z, d), raw_on_dut(labels), valid, 0.1, 1.0 / valid, true, dz);
-    const ClassifyStats want = softmax_cross_entropy(rounded64(z, d), labels, valid, 0.1, 1.0 / valid, true, rdz);
+    const ClassifyStats got =
+        softmax_cross_entropy(on_dut(z, d), raw_on_dut(labels), valid, 0.1, 1.0 / valid, true, dz);
+    const ClassifyStats want =
+        softmax_cross_entropy(rounded64(z, d), labels, valid, 0.1, 1.0 / valid, true, rdz);
     EXPECT_NEAR(got.loss_sum, want.loss_sum, 1e-12 * valid);  // double math on the same values
     EXPECT_EQ(got.correct1, want.correct1);
     EXPECT_EQ(got.correct5, want.correct5);
     expect_close(dz, rdz, tol_for(d), "dlogits");
-    const ClassifyStats eval = softmax_cross_entropy(on_dut(z, d), raw_on_dut(labels), n, 0.0, 1.0, false, Tensor());
+    const ClassifyStats eval =
+        softmax_cross_entropy(on_dut(z, d), raw_on_dut(labels), n, 0.0, 1.0, false, Tensor());
     EXPECT_EQ(eval.correct5, 0);  // not counted when not asked for
   }
-  Tensor bad = labels;
+  Tensor& bad = labels;  // labels' last use: sample 5 gets an out-of-range label
   bad.data<int32_t>()[5] = static_cast<int32_t>(k);
   try {
     softmax_cross_entropy(on_dut(random64(Shape{n, k}, 30), DType::F32), raw_on_dut(bad), valid, 0, 1, false,
@@ -379,7 +394,7 @@ TEST(CudaOps, Convolution) {
   // 16-byte aligned: cuDNN does not get it, the GPU lowering does (case 0 again).
   auto offset_view = [](const Tensor& t) {
     const Tensor big(Shape{t.count() + 1}, t.dtype(), t.device());
-    const Tensor view = big.slice(1, t.shape());
+    Tensor view = big.slice(1, t.shape());
     copy(t, view);
     return view;
   };
@@ -388,11 +403,12 @@ TEST(CudaOps, Convolution) {
       const bool misaligned = ci == std::size(cases);
       const Case& c = cases[misaligned ? 0 : ci];
       const ConvGeometry& g = c.g;
-      SCOPED_TRACE(std::string(dtype_name(d)) + " k" + std::to_string(g.kernel) + " s" + std::to_string(g.stride) +
-                   (misaligned ? " (misaligned weight: lowering)" : ""));
+      SCOPED_TRACE(std::string(dtype_name(d)) + " k" + std::to_string(g.kernel) + " s" +
+                   std::to_string(g.stride) + (misaligned ? " (misaligned weight: lowering)" : ""));
       const int64_t n = 3;
       const Shape ys{n, c.out, g.out_height(), g.out_width()};
-      const Tensor x = random64(Shape{n, g.channels, g.height, g.width}, 33), w = random64(Shape{c.out, g.channels, g.kernel, g.kernel}, 34);
+      const Tensor x = random64(Shape{n, g.channels, g.height, g.width}, 33),
+                   w = random64(Shape{c.out, g.channels, g.kernel, g.kernel}, 34);
       const Tensor b = random64(Shape{c.out}, 35), dyv = random64(ys, 36);
       const Tensor bias = c.bias ? on_dut(b, d) : Tensor(), rbias = c.bias ? rounded64(b, d) : Tensor();
       ConvScratch s1, s2;

@@ -21,6 +21,7 @@
 #include "data/h5_dataset.h"
 #include "data/h5_handle.h"
 #include "data/sample_source.h"
+#include "temp_dir.h"
 
 using hpc::DType;
 using hpc::Shape;
@@ -30,23 +31,7 @@ using namespace hpc::data;
 
 namespace {
 
-namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "hpctrain-test-mmap.XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using hpc::test::TempDir;
 
 enum class Layout { Contiguous, ChunkedGzip, Compact };
 
@@ -245,7 +230,7 @@ TEST(H5DatasetReadPaths, ValidationFindsTheSameProblemsThroughH5Dread) {
   }
   for (bool mmap : {true, false}) {
     try {
-      H5Dataset(path, "train", OpenOptions{false, mmap});
+      const H5Dataset ds(path, "train", OpenOptions{false, mmap});
       ADD_FAILURE() << "label 7 of 5 classes accepted";
     } catch (const UserError& e) {
       EXPECT_NE(std::string(e.what()).find("/train/y: label 7 at sample 4321 is outside [0, 5)"),
@@ -255,7 +240,7 @@ TEST(H5DatasetReadPaths, ValidationFindsTheSameProblemsThroughH5Dread) {
     // NaN at sample 4500: beyond the quick check, found by the full one (in a later block of the scan).
     EXPECT_NO_THROW(H5Dataset(path, "val", OpenOptions{false, mmap}));
     try {
-      H5Dataset(path, "val", OpenOptions{true, mmap});
+      const H5Dataset ds(path, "val", OpenOptions{true, mmap});
       ADD_FAILURE() << "NaN accepted by the full check";
     } catch (const UserError& e) {
       EXPECT_NE(std::string(e.what()).find("/val/x: sample 4500 contains NaN (element 1)"), std::string::npos)

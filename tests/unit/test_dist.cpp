@@ -1,6 +1,7 @@
 // The parts of src/dist/ that need no MPI: bucket plans and the reducer's
 // schedule (against a recording communicator), hang reports, process
-// probing, fault-injection parsing, backend and GPU choice, the launch check.
+// probing, backend and GPU choice, the launch check (fault injection:
+// test_faults.cpp).
 // The collectives themselves run on real ranks in tests/mpi/.
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,7 +13,6 @@
 #include "core/error.h"
 #include "dist/context.h"
 #include "dist/devices.h"
-#include "dist/fault_injection.h"
 #include "dist/grad_reducer.h"
 #include "dist/hang_report.h"
 #include "dist/heartbeat.h"
@@ -73,6 +73,7 @@ class RecordingComm final : public Communicator {
 
 std::vector<PeerInfo> peers(int n) {
   std::vector<PeerInfo> p;
+  p.reserve(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) p.push_back({r < 2 ? "n01" : "n02", 1000 + r});
   return p;
 }
@@ -270,7 +271,8 @@ TEST(ProbeProcess, RunningStoppedGone) {
   waitpid(child, &status, WUNTRACED);
   EXPECT_EQ(probe_process(child), ProcState::Stopped);
   kill(child, SIGKILL);
-  usleep(20000);
+  // The kernel reaps it asynchronously: under load (or a sanitizer) 20 ms was not always enough.
+  for (int i = 0; i < 200 && probe_process(child) != ProcState::Gone; ++i) usleep(10000);
   EXPECT_EQ(probe_process(child), ProcState::Gone) << "a zombie counts as gone";
   waitpid(child, &status, 0);
   EXPECT_EQ(probe_process(child), ProcState::Gone);
@@ -289,22 +291,6 @@ TEST(Heartbeat, NumbersCollectivesAndTracksTheWait) {
   EXPECT_EQ(hb.started(), 2u);
   EXPECT_EQ(hb.step(), 7);
   EXPECT_LT(hb.state_seconds(), 1.0);
-}
-
-TEST(FaultInjection, ParsesRankColonStep) {
-  FaultPlan p = parse_fault_plan("1:12", nullptr);
-  EXPECT_EQ(p.stall_rank, 1);
-  EXPECT_EQ(p.stall_step, 12);
-  EXPECT_EQ(p.exit_rank, -1);
-  EXPECT_TRUE(p.any());
-  EXPECT_FALSE(parse_fault_plan("", nullptr).any());
-  p = parse_fault_plan(nullptr, "0:3");
-  EXPECT_EQ(p.exit_rank, 0);
-  EXPECT_EQ(p.exit_step, 3);
-  for (const char* bad : {"1", "1:", ":3", "a:b", "1:0", "-1:3", "1:3x"})
-    EXPECT_THROW(parse_fault_plan(bad, nullptr), UserError) << bad;
-  apply_faults(parse_fault_plan("1:12", "1:13"), 0, 12);  // another rank: returns
-  apply_faults(parse_fault_plan("1:12", "1:13"), 1, 11);  // another step: returns
 }
 
 TEST(Backend, ChoiceAndItsErrors) {

@@ -71,6 +71,7 @@ RankFacts cpu_rank(int rank, int world, int per_node = 2) {
 
 std::vector<RankFacts> cpu_job(int world, int per_node = 2) {
   std::vector<RankFacts> ranks;
+  ranks.reserve(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) ranks.push_back(cpu_rank(r, world, per_node));
   return ranks;
 }
@@ -197,6 +198,7 @@ TEST(DoctorProbes, FabricEnvironmentKeepsTuningDropsLauncherBookkeeping) {
                                    "PMIX_MCA_gds=hash",
                                    "PMIX_RANK=3"};
   std::vector<char*> env;
+  env.reserve(vars.size() + 1);
   for (std::string& v : vars) env.push_back(v.data());
   env.push_back(nullptr);
   int hidden = -1;

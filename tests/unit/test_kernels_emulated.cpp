@@ -101,7 +101,8 @@ TEST(EmulatedKernels, Col2imGatherMatchesCpuScatter) {
     backend::copy(cols, scratch_cols);
     Tensor want(Shape{cc.n, cc.c, cc.h, cc.w}, DType::F32), got(Shape{cc.n, cc.c, cc.h, cc.w}, DType::F32);
     backend::col2im(scratch_cols, g, want);
-    for (int64_t i = 0; i < s.in_count(); ++i) got.data<float>()[i] = col2im_element(cols.data<float>(), s, i);
+    for (int64_t i = 0; i < s.in_count(); ++i)
+      got.data<float>()[i] = col2im_element(cols.data<float>(), s, i);
     expect_bitwise(got, want, "col2im");
   }
 }
@@ -111,7 +112,8 @@ TEST(EmulatedKernels, SwapLeadingDims) {
   const Tensor src = random(Shape{a * b * inner}, 3);
   Tensor want(Shape{a * b * inner}, DType::F32), got(Shape{a * b * inner}, DType::F32);
   backend::swap_leading_dims(src, want, a, b, inner);
-  for (int64_t i = 0; i < a * b * inner; ++i) got.data<float>()[i] = src.data<float>()[swap_source_index(i, a, b, inner)];
+  for (int64_t i = 0; i < a * b * inner; ++i)
+    got.data<float>()[i] = src.data<float>()[swap_source_index(i, a, b, inner)];
   expect_bitwise(got, want, "swap");
 }
 
@@ -131,7 +133,8 @@ TEST(EmulatedKernels, PoolingMatchesCpu) {
     Tensor y(Shape{out_n}, DType::F32), arg(Shape{out_n}, DType::I32), y2(Shape{out_n}, DType::F32),
         arg2(Shape{out_n}, DType::I32);
     backend::max_pool_forward(x, g, y, arg);
-    for (int64_t o = 0; o < out_n; ++o) max_pool_element(x.data<float>(), s, o, y2.data<float>()[o], arg2.data<int32_t>()[o]);
+    for (int64_t o = 0; o < out_n; ++o)
+      max_pool_element(x.data<float>(), s, o, y2.data<float>()[o], arg2.data<int32_t>()[o]);
     expect_bitwise(y2, y, "max pool");
     ASSERT_EQ(std::memcmp(arg.raw(), arg2.raw(), arg.num_bytes()), 0) << "max pool argmax (ties: first wins)";
 
@@ -145,7 +148,8 @@ TEST(EmulatedKernels, PoolingMatchesCpu) {
     for (int64_t o = 0; o < out_n; ++o) y2.data<float>()[o] = avg_pool_element(x.data<float>(), s, o);
     expect_bitwise(y2, y, "avg pool");
     backend::avg_pool_backward(dy, g, dx);
-    for (int64_t i = 0; i < in_n; ++i) dx2.data<float>()[i] = avg_pool_backward_element(dy.data<float>(), s, i);
+    for (int64_t i = 0; i < in_n; ++i)
+      dx2.data<float>()[i] = avg_pool_backward_element(dy.data<float>(), s, i);
     expect_close(dx2, dx, 2e-7, "avg pool backward");  // acc += dy·(1/k²) may become one FMA
   }
 }
@@ -155,7 +159,8 @@ TEST(EmulatedKernels, GlobalAveragePool) {
   const Tensor x = random(Shape{rows * spatial}, 6);
   Tensor y(Shape{rows}, DType::F32), y2(Shape{rows}, DType::F32);
   backend::spatial_mean_forward(x, spatial, y);
-  for (int64_t r = 0; r < rows; ++r) y2.data<float>()[r] = spatial_mean_row(x.data<float>() + r * spatial, spatial);
+  for (int64_t r = 0; r < rows; ++r)
+    y2.data<float>()[r] = spatial_mean_row(x.data<float>() + r * spatial, spatial);
   expect_bitwise(y2, y, "spatial mean");
 }
 
@@ -169,7 +174,8 @@ TEST(EmulatedKernels, DropoutMaskIsTheCpuMask) {
   const float keep_scale = float(1.0 / (1.0 - p));
   int64_t dropped = 0;
   for (int64_t i = 0; i < n; ++i) {
-    y2.data<float>()[i] = dropout_element(x.data<float>()[i], p, keep_scale, seed, stream, offset + uint64_t(i));
+    y2.data<float>()[i] =
+        dropout_element(x.data<float>()[i], p, keep_scale, seed, stream, offset + uint64_t(i));
     dropped += y2.data<float>()[i] == 0.0f;
   }
   expect_bitwise(y2, y, "dropout");
@@ -203,8 +209,9 @@ TEST(EmulatedKernels, BatchNormPieces) {
   backend::batchnorm_normalize(x, mean, invstd, gamma, beta, channels, spatial, y);
   for (int64_t i = 0; i < x.count(); ++i) {
     const int64_t c = (i / spatial) % channels;
-    y2.data<float>()[i] = bn_normalize_element(x.data<float>()[i], mean.data<float>()[c], invstd.data<float>()[c],
-                                               gamma.data<float>()[c], beta.data<float>()[c]);
+    y2.data<float>()[i] =
+        bn_normalize_element(x.data<float>()[i], mean.data<float>()[c], invstd.data<float>()[c],
+                             gamma.data<float>()[c], beta.data<float>()[c]);
   }
   expect_close(y2, y, 4e-7, "batchnorm normalize");
 
@@ -212,17 +219,18 @@ TEST(EmulatedKernels, BatchNormPieces) {
   backend::batchnorm_backward_reduce(x, dy, mean, invstd, channels, spatial, grad_sums, dgamma, dbeta);
   for (bool batch : {true, false}) {
     Tensor dx(x.shape(), DType::F32), dx2(x.shape(), DType::F32);
-    backend::batchnorm_backward_dx(x, dy, mean, invstd, gamma, batch ? stats : Tensor(), batch ? grad_sums : Tensor(),
-                                   channels, spatial, dx);
+    backend::batchnorm_backward_dx(x, dy, mean, invstd, gamma, batch ? stats : Tensor(),
+                                   batch ? grad_sums : Tensor(), channels, spatial, dx);
     for (int64_t i = 0; i < x.count(); ++i) {
       const int64_t c = (i / spatial) % channels;
       const double* gs = grad_sums.data<double>();
-      const BnDxCoeffs k = bn_dx_coeffs(gamma.data<float>()[c], invstd.data<float>()[c], batch, double(m), gs[c],
-                                        gs[channels + c]);
+      const BnDxCoeffs k = bn_dx_coeffs(gamma.data<float>()[c], invstd.data<float>()[c], batch, double(m),
+                                        gs[c], gs[channels + c]);
       dx2.data<float>()[i] = bn_dx_element(x.data<float>()[i], dy.data<float>()[i], mean.data<float>()[c],
                                            float(k.k1), float(k.k2), float(k.k3));
     }
-    expect_close(dx2, dx, 4e-6, batch ? "batchnorm dx (batch statistics)" : "batchnorm dx (running statistics)");
+    expect_close(dx2, dx, 4e-6,
+                 batch ? "batchnorm dx (batch statistics)" : "batchnorm dx (running statistics)");
   }
 }
 
@@ -236,7 +244,8 @@ TEST(EmulatedKernels, CrossEntropyRowOnSixteenBitStorage) {
   std::vector<Half> zh(k);
   for (int64_t j = 0; j < k; ++j) {
     zb[j] = Bf16(4 * rng.uniform() - 2);
-    zh[j] = Half::from_bits(float_to_half_bits(float(zb[j])));  // the same value, exactly representable in both
+    zh[j] =
+        Half::from_bits(float_to_half_bits(float(zb[j])));  // the same value, exactly representable in both
     z[j] = float(zb[j]);
   }
   for (int32_t label : {0, 3, 9}) {

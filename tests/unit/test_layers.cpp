@@ -27,7 +27,7 @@ using test::random_tensor;
 
 constexpr double GRAD_TOL = 1e-6;  // see grad_check.h
 
-double check(const LayerArgs& a, const Shape& in, int64_t batch, RunCtx ctx = {}) {
+double check(const LayerArgs& a, const Shape& in, int64_t batch, const RunCtx& ctx = {}) {
   return test::GradientChecker(1e-5, GRAD_TOL).check(a, in, batch, ctx);
 }
 
@@ -37,7 +37,8 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
   backend::convert(a, a64);
   backend::convert(b, b64);
   double m = 0;
-  for (int64_t i = 0; i < a.count(); ++i) m = std::max(m, std::abs(a64.data<double>()[i] - b64.data<double>()[i]));
+  for (int64_t i = 0; i < a.count(); ++i)
+    m = std::max(m, std::abs(a64.data<double>()[i] - b64.data<double>()[i]));
   return m;
 }
 
@@ -93,10 +94,11 @@ TEST(LayerGrad, ConvStridePadNonSquare) {
 TEST(LayerGrad, ConvInChunks) {
   // One sample per chunk, and chunks of 2 with a partial last one: the batched GEMM path and its edges.
   for (int64_t budget : {1, 2 * 18 * 9}) {  // columns per sample: 18 rows × 9 pixels
-    BoundLayer b = bind_layer(layer_args("conv", {3, 3}, {{"stride", 2}, {"pad", 1}}), Shape{2, 5, 6}, DType::F64, 4);
+    BoundLayer b =
+        bind_layer(layer_args("conv", {3, 3}, {{"stride", 2}, {"pad", 1}}), Shape{2, 5, 6}, DType::F64, 4);
     dynamic_cast<Conv2d&>(*b.layer).set_column_budget(budget);
-    BoundLayer whole = bind_layer(layer_args("conv", {3, 3}, {{"stride", 2}, {"pad", 1}}), Shape{2, 5, 6},
-                                  DType::F64, 4);
+    BoundLayer whole =
+        bind_layer(layer_args("conv", {3, 3}, {{"stride", 2}, {"pad", 1}}), Shape{2, 5, 6}, DType::F64, 4);
     const Tensor x = random_tensor(Shape{5, 2, 5, 6}, DType::F64, 5);
     const Tensor dy = random_tensor(b.output(5).shape(), DType::F64, 6);
     Tensor y1 = b.output(5), y2 = whole.output(5), dx1 = b.input_grad(5), dx2 = whole.input_grad(5);
@@ -119,9 +121,9 @@ TEST(LayerGrad, Pooling) {
 }
 
 TEST(LayerGrad, BatchNormTrain) {
-  check(layer_args("bn"), Shape{5}, 4);          // 1d
-  check(layer_args("bn"), Shape{3, 2, 3}, 3);    // 2d, per channel over N·H·W
-  check(layer_args("bn"), Shape{2, 5}, 3);       // [C, L]
+  check(layer_args("bn"), Shape{5}, 4);        // 1d
+  check(layer_args("bn"), Shape{3, 2, 3}, 3);  // 2d, per channel over N·H·W
+  check(layer_args("bn"), Shape{2, 5}, 3);     // [C, L]
 }
 
 TEST(LayerGrad, BatchNormEval) {
@@ -146,9 +148,10 @@ TEST(LayerGrad, DropoutWithFixedMask) {
 }
 
 TEST(LayerGrad, ResidualIdentity) {
-  const LayerArgs a = layer_args(
-      "res", {}, {}, {layer_args("conv", {3, 3}, {{"pad", 1}}), layer_args("bn"), layer_args("relu"),
-                      layer_args("conv", {3, 3}, {{"pad", 1}}), layer_args("bn")});
+  const LayerArgs a =
+      layer_args("res", {}, {},
+                 {layer_args("conv", {3, 3}, {{"pad", 1}}), layer_args("bn"), layer_args("relu"),
+                  layer_args("conv", {3, 3}, {{"pad", 1}}), layer_args("bn")});
   check(a, Shape{3, 4, 5}, 2);
   auto layer = make_layer(a);
   EXPECT_EQ(layer->build(Shape{3, 4, 5}, DType::F64), (Shape{3, 4, 5}));
@@ -156,18 +159,20 @@ TEST(LayerGrad, ResidualIdentity) {
 }
 
 TEST(LayerGrad, ResidualProjection) {
-  const LayerArgs a = layer_args("res", {}, {},
-                                 {layer_args("conv", {4, 3}, {{"stride", 2}, {"pad", 1}}), layer_args("bn"),
-                                  layer_args("relu"), layer_args("conv", {4, 3}, {{"pad", 1}}), layer_args("bn")});
+  const LayerArgs a =
+      layer_args("res", {}, {},
+                 {layer_args("conv", {4, 3}, {{"stride", 2}, {"pad", 1}}), layer_args("bn"),
+                  layer_args("relu"), layer_args("conv", {4, 3}, {{"pad", 1}}), layer_args("bn")});
   check(a, Shape{2, 5, 6}, 2);
   auto layer = make_layer(a);
   EXPECT_EQ(layer->build(Shape{2, 5, 6}, DType::F64), (Shape{4, 3, 3}));
   EXPECT_TRUE(dynamic_cast<Residual&>(*layer).has_projection());
   std::vector<std::string> names;
   for (const auto& s : layer->param_specs()) names.push_back(s.name);
-  const std::vector<std::string> expected{"body.0.weight", "body.0.bias", "body.1.gamma", "body.1.beta",
-                                          "body.3.weight", "body.3.bias", "body.4.gamma", "body.4.beta",
-                                          "shortcut.0.weight", "shortcut.1.gamma", "shortcut.1.beta"};
+  const std::vector<std::string> expected{"body.0.weight",    "body.0.bias",    "body.1.gamma",
+                                          "body.1.beta",      "body.3.weight",  "body.3.bias",
+                                          "body.4.gamma",     "body.4.beta",    "shortcut.0.weight",
+                                          "shortcut.1.gamma", "shortcut.1.beta"};
   EXPECT_EQ(names, expected);
   EXPECT_EQ(layer->buffers().size(), 6u);  // running mean and var of three bn layers
   // Flat inputs project with a bias-free linear.
@@ -177,7 +182,8 @@ TEST(LayerGrad, ResidualProjection) {
 // ---- forward values -----------------------------------------------------------
 
 // y[s,o,i,j] = b[o] + Σ w[o,c,ki,kj]·x[s,c,i·stride−pad+ki, j·stride−pad+kj], straight from the definition.
-double direct_conv_error(int64_t c, int64_t h, int64_t w, int64_t oc, int64_t k, int64_t stride, int64_t pad) {
+double direct_conv_error(int64_t c, int64_t h, int64_t w, int64_t oc, int64_t k, int64_t stride,
+                         int64_t pad) {
   const int64_t n = 3;
   BoundLayer b = bind_layer(layer_args("conv", {double(oc), double(k)}, {{"stride", stride}, {"pad", pad}}),
                             Shape{c, h, w}, DType::F64, 21);
@@ -199,7 +205,8 @@ double direct_conv_error(int64_t c, int64_t h, int64_t w, int64_t oc, int64_t k,
               for (int64_t kj = 0; kj < k; ++kj) {
                 const int64_t ih = i * stride - pad + ki, iw = j * stride - pad + kj;
                 if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
-                ref += wt[((o * c + ci) * k + ki) * k + kj] * x.data<double>()[((s * c + ci) * h + ih) * w + iw];
+                ref +=
+                    wt[((o * c + ci) * k + ki) * k + kj] * x.data<double>()[((s * c + ci) * h + ih) * w + iw];
               }
           worst = std::max(worst, std::abs(ref - y.data<double>()[((s * oc + o) * ho + i) * wo + j]));
         }
@@ -227,7 +234,8 @@ TEST(LayerForward, LinearUsesPyTorchLayout) {
   for (int64_t n = 0; n < 2; ++n)
     for (int64_t o = 0; o < 3; ++o) {
       double ref = b.param_views[1].data<double>()[o];
-      for (int64_t i = 0; i < 4; ++i) ref += b.param_views[0].data<double>()[o * 4 + i] * x.data<double>()[n * 4 + i];
+      for (int64_t i = 0; i < 4; ++i)
+        ref += b.param_views[0].data<double>()[o * 4 + i] * x.data<double>()[n * 4 + i];
       EXPECT_NEAR(y.data<double>()[n * 3 + o], ref, 1e-14);
     }
 }
@@ -244,7 +252,8 @@ TEST(LayerForward, Float32AgreesWithFloat64) {
       {layer_args("bn"), Shape{3, 2, 2}},
       {layer_args("gelu"), Shape{8}},
       {layer_args("tanh"), Shape{8}},
-      {layer_args("res", {}, {}, {layer_args("conv", {2, 3}, {{"pad", 1}}), layer_args("bn"), layer_args("relu")}),
+      {layer_args("res", {}, {},
+                  {layer_args("conv", {2, 3}, {{"pad", 1}}), layer_args("bn"), layer_args("relu")}),
        Shape{2, 3, 3}},
   };
   for (const auto& [args, shape] : cases) {
@@ -288,12 +297,13 @@ TEST(LayerForward, BatchNormTrainAndEval) {
     for (int64_t s = 0; s < n; ++s)
       for (int64_t k = 0; k < hw; ++k) mean += x.data<double>()[(s * c + ch) * hw + k] / (n * hw);
     for (int64_t s = 0; s < n; ++s)
-      for (int64_t k = 0; k < hw; ++k) var += std::pow(x.data<double>()[(s * c + ch) * hw + k] - mean, 2) / (n * hw);
+      for (int64_t k = 0; k < hw; ++k)
+        var += std::pow(x.data<double>()[(s * c + ch) * hw + k] - mean, 2) / (n * hw);
     for (int64_t s = 0; s < n; ++s)
       for (int64_t k = 0; k < hw; ++k) {
         const int64_t i = (s * c + ch) * hw + k;
-        EXPECT_NEAR(y.data<double>()[i], gamma[ch] * (x.data<double>()[i] - mean) / std::sqrt(var + 1e-5) + beta[ch],
-                    1e-12);
+        EXPECT_NEAR(y.data<double>()[i],
+                    gamma[ch] * (x.data<double>()[i] - mean) / std::sqrt(var + 1e-5) + beta[ch], 1e-12);
       }
     // PyTorch: running = 0.9·running + 0.1·batch, unbiased variance, from (0, 1).
     EXPECT_NEAR(bufs[0].second.data<double>()[ch], 0.1 * mean, 1e-12);
@@ -308,7 +318,8 @@ TEST(LayerForward, BatchNormTrainAndEval) {
   for (int64_t i = 0; i < x.count(); ++i) {
     const int64_t ch = (i / hw) % c;
     const double ref = gamma[ch] * (x.data<double>()[i] - bufs[0].second.data<double>()[ch]) /
-                           std::sqrt(bufs[1].second.data<double>()[ch] + 1e-5) + beta[ch];
+                           std::sqrt(bufs[1].second.data<double>()[ch] + 1e-5) +
+                       beta[ch];
     EXPECT_NEAR(y.data<double>()[i], ref, 1e-12);
   }
 }
@@ -317,6 +328,7 @@ TEST(LayerForward, DropoutMask) {
   const double p = 0.3;
   BoundLayer b = bind_layer(layer_args("dropout", {p}), Shape{100, 100}, DType::F64, 1);
   const Tensor x = random_tensor(Shape{1, 100, 100}, DType::F64, 51, 1, 2);
+  // cppcheck-suppress duplicateAssignExpression ; each output() is a new tensor
   Tensor y1 = b.output(1), y2 = b.output(1), y3 = b.output(1);
   RunCtx ctx;
   ctx.seed = 5;
@@ -458,9 +470,11 @@ TEST(LayerArgs, BadArgumentsNameTheLayer) {
   expect_layer_error(layer_args("conv", {32, 0}), Shape{1, 8, 8}, "kernel must be at least 1");
   expect_layer_error(layer_args("conv", {32, 3}, {{"pad", -1}}), Shape{1, 8, 8}, "pad must be at least 0");
   expect_layer_error(layer_args("conv", {32, 2.5}), Shape{1, 8, 8}, "whole number");
-  expect_layer_error(layer_args("conv", {32, 3}, {{"pading", 1}}), Shape{1, 8, 8}, "unknown argument 'pading'");
+  expect_layer_error(layer_args("conv", {32, 3}, {{"pading", 1}}), Shape{1, 8, 8},
+                     "unknown argument 'pading'");
   expect_layer_error(layer_args("conv", {32, 3, 1, 1, 1, 9}), Shape{1, 8, 8}, "at most 5 arguments");
-  expect_layer_error(layer_args("conv", {32, 7}), Shape{1, 5, 5}, "kernel 7 larger than the 5x5 input (pad 0)");
+  expect_layer_error(layer_args("conv", {32, 7}), Shape{1, 5, 5},
+                     "kernel 7 larger than the 5x5 input (pad 0)");
   expect_layer_error(layer_args("conv", {32, 3}), Shape{784}, "needs a CxHxW input, got 784");
   expect_layer_error(layer_args("maxpool", {2}), Shape{3, 7, 7}, "do not tile the 7x7 input");
   expect_layer_error(layer_args("avgpool", {4}), Shape{3, 3, 3}, "kernel 4 larger");
@@ -471,8 +485,10 @@ TEST(LayerArgs, BadArgumentsNameTheLayer) {
   expect_layer_error(layer_args("relu", {1}), Shape{4}, "takes no arguments");
   expect_layer_error(layer_args("linear", {4}, {}, {layer_args("relu")}), Shape{4}, "not nested layers");
   expect_layer_error(layer_args("res"), Shape{4}, "needs the layers of its body");
-  expect_layer_error(layer_args("res", {}, {}, {layer_args("flatten")}), Shape{2, 3, 3}, "projection shortcut exists only");
-  expect_layer_error(layer_args("frobnicate", {3}), Shape{4}, "unknown layer 'frobnicate' (known: avgpool, bn");
+  expect_layer_error(layer_args("res", {}, {}, {layer_args("flatten")}), Shape{2, 3, 3},
+                     "projection shortcut exists only");
+  expect_layer_error(layer_args("frobnicate", {3}), Shape{4},
+                     "unknown layer 'frobnicate' (known: attn, avgpool, block, bn");
 }
 
 TEST(LayerArgs, SpecRoundTrip) {
@@ -482,7 +498,8 @@ TEST(LayerArgs, SpecRoundTrip) {
       {layer_args("linear", {10}), "linear(10)"},
       {layer_args("maxpool", {3}, {{"stride", 2}}), "maxpool(3,stride=2)"},
       {layer_args("dropout", {0.25}), "dropout(0.25)"},
-      {layer_args("dropout", {0.123456789}), "dropout(0.123456789)"},  // exact: specs are stored in checkpoints
+      {layer_args("dropout", {0.123456789}),
+       "dropout(0.123456789)"},  // exact: specs are stored in checkpoints
       {layer_args("bn", {}, {{"momentum", 0.01}}), "bn(momentum=0.01)"},
       {layer_args("bn"), "bn"},
       {layer_args("res", {}, {}, {layer_args("conv", {4, 3}, {{"pad", 1}}), layer_args("relu")}),

@@ -23,7 +23,8 @@ Tensor labels(std::vector<int32_t> v) {
 
 // Central differences of loss_sum / normalizer w.r.t. every logit, against dlogits.
 // h = 1e-5 in double: truncation and rounding errors are both ≈ 1e-10 (see grad_check.h).
-void check_gradient(Loss& loss, const Tensor& logits, const Tensor& targets, int64_t n_valid, double normalizer) {
+void check_gradient(Loss& loss, const Tensor& logits, const Tensor& targets, int64_t n_valid,
+                    double normalizer) {
   Tensor grad(logits.shape(), DType::F64);
   backend::fill(grad, 123.0);  // rows past n_valid must be overwritten with 0
   const LossStats stats = loss.forward_backward(logits, targets, n_valid, normalizer, grad);
@@ -63,7 +64,8 @@ TEST(CrossEntropy, KnownValues) {
   Tensor logits(Shape{n, k}, DType::F64);
   backend::fill(logits, 2.5);
   for (double smoothing : {0.0, 0.2}) {
-    const LossStats s = make_cross_entropy(smoothing)->forward_backward(logits, labels({1, 2, 3, 9}), n, 1, Tensor());
+    const LossStats s =
+        make_cross_entropy(smoothing)->forward_backward(logits, labels({1, 2, 3, 9}), n, 1, Tensor());
     EXPECT_NEAR(s.loss_sum, n * std::log(double(k)), 1e-12);
   }
   // One row against a hand-computed log-softmax: z = (0, 1, 2), label 2, smoothing 0.3.
@@ -94,8 +96,8 @@ TEST(CrossEntropy, TopOneAndTopFiveCounts) {
   const Tensor y = labels({0, 2, 4, 5, 9, 1});
   auto ce = make_cross_entropy(0);
   LossStats s = ce->forward_backward(z, y, 6, 1, Tensor());
-  EXPECT_EQ(s.correct1, 1);  // label 0
-  EXPECT_EQ(s.correct5, 4);  // labels 0, 2, 4, 1
+  EXPECT_EQ(s.correct1, 1);                        // label 0
+  EXPECT_EQ(s.correct5, 4);                        // labels 0, 2, 4, 1
   s = ce->forward_backward(z, y, 4, 1, Tensor());  // padding rows do not count
   EXPECT_EQ(s.count, 4);
   EXPECT_EQ(s.correct5, 3);

@@ -70,7 +70,11 @@ TEST(Spec, UnknownPresetListsKnownOnes) {
 
 // Parameter counts of the same architectures in PyTorch (torch.nn, bias where ours has it).
 TEST(Model, PresetParameterCountsMatchPyTorch) {
-  struct Case { const char* preset; Shape in; int64_t params; };
+  struct Case {
+    const char* preset;
+    Shape in;
+    int64_t params;
+  };
   for (const Case& c : {Case{"simplenet", Shape{1, 28, 28}, 7850}, Case{"mlp", Shape{1, 28, 28}, 669706},
                         Case{"cnn", Shape{1, 28, 28}, 421834}, Case{"lenet5", Shape{1, 28, 28}, 61706},
                         Case{"resnet20", Shape{3, 32, 32}, 272474}}) {
@@ -96,14 +100,17 @@ TEST(Model, FlatLayoutIsContiguousInLayerOrder) {
 }
 
 TEST(Model, SameSeedSameInitialisationOtherSeedOther) {
-  nn::Model a("flatten linear(8) linear(3)", Shape{4}, DType::F32, 7), b("flatten linear(8) linear(3)", Shape{4}, DType::F32, 7);
+  nn::Model a("flatten linear(8) linear(3)", Shape{4}, DType::F32, 7),
+      b("flatten linear(8) linear(3)", Shape{4}, DType::F32, 7);
   nn::Model c("flatten linear(8) linear(3)", Shape{4}, DType::F32, 8);
   EXPECT_EQ(0, std::memcmp(a.params().raw(), b.params().raw(), a.params().num_bytes()));
   EXPECT_NE(0, std::memcmp(a.params().raw(), c.params().raw(), a.params().num_bytes()));
 }
 
 TEST(Model, WholeModelGradientMatchesFiniteDifferences) {
-  const char* spec = "conv(3,3,stride=2,pad=1) bn relu res(conv(3,3,pad=1) bn tanh) maxpool(2) flatten linear(4) gelu linear(3)";
+  const char* spec =
+      "conv(3,3,stride=2,pad=1) bn relu res(conv(3,3,pad=1) bn tanh) maxpool(2) flatten linear(4) gelu "
+      "linear(3)";
   nn::Model m(spec, Shape{2, 8, 8}, DType::F64, 3);
   Tensor x(Shape{3, 2, 8, 8}, DType::F64), w(Shape{3, 3}, DType::F64);
   fill_random(x, 11);
@@ -114,7 +121,8 @@ TEST(Model, WholeModelGradientMatchesFiniteDifferences) {
   std::vector<int64_t> frontiers;
   m.backward(w, rc, [&](int64_t f) { frontiers.push_back(f); });
   ASSERT_EQ(static_cast<int>(frontiers.size()), m.num_layers());
-  for (size_t i = 1; i < frontiers.size(); ++i) EXPECT_LE(frontiers[i], frontiers[i - 1]) << "frontier moves down";
+  for (size_t i = 1; i < frontiers.size(); ++i)
+    EXPECT_LE(frontiers[i], frontiers[i - 1]) << "frontier moves down";
   EXPECT_EQ(frontiers.back(), 0);
 
   std::vector<double> analytic(m.grads().data<double>(), m.grads().data<double>() + m.num_params());

@@ -59,7 +59,8 @@ template <typename T>
 void expect_near_values(const Tensor& t, const Values& ref, const std::string& what) {
   const Values got = values_of<T>(t);
   ASSERT_EQ(got.size(), ref.size());
-  for (size_t i = 0; i < ref.size(); ++i) EXPECT_NEAR(got[i], ref[i], tolerance<T>(ref[i])) << what << " element " << i;
+  for (size_t i = 0; i < ref.size(); ++i)
+    EXPECT_NEAR(got[i], ref[i], tolerance<T>(ref[i])) << what << " element " << i;
 }
 
 OptimConfig config(const std::string& name, double weight_decay = 0) {
@@ -71,7 +72,8 @@ OptimConfig config(const std::string& name, double weight_decay = 0) {
 
 // Inputs exactly representable in float, so both dtypes start from the same numbers.
 const Values P0 = {0.5, -1.25, 2.0, 0.75};
-const std::vector<Values> GRADS = {{0.125, -0.5, 0.25, 1.0}, {-0.25, 0.375, 0.5, -0.0625}, {0.5, 0.25, -0.75, 0.125}};
+const std::vector<Values> GRADS = {
+    {0.125, -0.5, 0.25, 1.0}, {-0.25, 0.375, 0.5, -0.0625}, {0.5, 0.25, -0.75, 0.125}};
 const std::vector<DecayRange> ALL = {{0, 4}};
 
 template <typename T>
@@ -161,8 +163,10 @@ struct AdamReference {
     ++t;
     for (size_t i = 0; i < p.size(); ++i) {
       double gi = g[i];
-      if (decoupled) p[i] -= lr * wd * p[i];
-      else gi += wd * p[i];
+      if (decoupled)
+        p[i] -= lr * wd * p[i];
+      else
+        gi += wd * p[i];
       m[i] = b1 * m[i] + (1 - b1) * gi;
       v[i] = b2 * v[i] + (1 - b2) * gi * gi;
       const double m_hat = m[i] / (1 - std::pow(b1, t)), v_hat = v[i] / (1 - std::pow(b2, t));
@@ -236,8 +240,11 @@ TYPED_TEST(OptimTyped, WeightDecayOnlyInsideDecayRanges) {
     }
     for (size_t i = 0; i < 8; ++i) {
       const T x = with.data<T>()[i], y = without.data<T>()[i];
-      if (decayed[i]) EXPECT_NE(x, y) << name << " element " << i << " should be decayed";
-      else EXPECT_EQ(std::memcmp(&x, &y, sizeof(T)), 0) << name << " element " << i << " must not be decayed";
+      if (decayed[i])
+        EXPECT_NE(x, y) << name << " element " << i << " should be decayed";
+      else
+        // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison): bitwise equality is the point
+        EXPECT_EQ(std::memcmp(&x, &y, sizeof(T)), 0) << name << " element " << i << " must not be decayed";
     }
   }
 }
@@ -419,7 +426,8 @@ TEST(Schedule, LinearScaling) {
 // line with the pre-clip gradient norm and the n parameters after the step.
 
 template <typename T>
-void drive(std::istream& in, std::ostream& out, const OptimConfig& c, double clip, int64_t n, int64_t nr, int64_t steps) {
+void drive(std::istream& in, std::ostream& out, const OptimConfig& c, double clip, int64_t n, int64_t nr,
+           int64_t steps) {
   Values v(static_cast<size_t>(n));
   for (double& x : v) in >> x;
   Tensor p = tensor_of<T>(v);
@@ -450,11 +458,13 @@ TEST(Optimizer, DISABLED_TorchDriver) {
   std::string dtype;
   double clip;
   int64_t n, nr, steps;
-  in >> c.name >> dtype >> c.momentum >> c.nesterov >> c.beta1 >> c.beta2 >> c.eps >> c.weight_decay >> clip >> n >>
-      nr >> steps;
+  in >> c.name >> dtype >> c.momentum >> c.nesterov >> c.beta1 >> c.beta2 >> c.eps >> c.weight_decay >>
+      clip >> n >> nr >> steps;
   ASSERT_TRUE(in) << "malformed driver input";
-  if (dtype == "f64") drive<double>(in, out, c, clip, n, nr, steps);
-  else drive<float>(in, out, c, clip, n, nr, steps);
+  if (dtype == "f64")
+    drive<double>(in, out, c, clip, n, nr, steps);
+  else
+    drive<float>(in, out, c, clip, n, nr, steps);
   ASSERT_TRUE(in) << "driver input ended early";
 }
 

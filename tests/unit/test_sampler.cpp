@@ -233,7 +233,7 @@ TEST(Sampler, DistributedEvaluationSumsEqualASingleRank) {
 TEST(Sampler, TooSmallForOneGlobalBatchInEveryTrainingMode) {
   for (PadMode pad : {PadMode::Drop, PadMode::Wrap, PadMode::Mask}) {
     try {
-      DistributedSampler(10, 4, 3, 0, 0, true, pad, "data file 'tiny.h5': /train");
+      const DistributedSampler s(10, 4, 3, 0, 0, true, pad, "data file 'tiny.h5': /train");
       ADD_FAILURE() << "10 samples accepted for a global batch of 12";
     } catch (const hpc::UserError& e) {
       EXPECT_STREQ(e.what(),
@@ -256,6 +256,7 @@ TEST(Sampler, ConcurrentCallsAcrossEpochsAgreeWithSequentialOnes) {
         .indices(k / per_epoch, k % per_epoch, want[k].data());
   std::vector<std::vector<int64_t>> got(want.size(), std::vector<int64_t>(16));
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
       for (int64_t k = t; k < 3 * per_epoch; k += 4) s.indices(k / per_epoch, k % per_epoch, got[k].data());

@@ -70,8 +70,13 @@ bool same_width(const ConvGeometry& g) { return g.stride == 1 && g.out_width() =
 
 Tap tap(const ConvGeometry& g, int64_t ki, int64_t kj) {
   const int64_t dy = ki - g.pad, dx = kj - g.pad, w = g.width;
-  Tap t{dy * w + dx, std::max<int64_t>(0, -dy), std::min(g.out_height(), g.height - dy),
-        std::max<int64_t>(0, -dx), std::min(w, w - dx), 0, 0};
+  Tap t{dy * w + dx,
+        std::max<int64_t>(0, -dy),
+        std::min(g.out_height(), g.height - dy),
+        std::max<int64_t>(0, -dx),
+        std::min(w, w - dx),
+        0,
+        0};
   if (t.row_lo < t.row_hi) {
     t.first = t.row_lo * w + t.col_lo;
     t.last = (t.row_hi - 1) * w + t.col_hi;
@@ -86,7 +91,8 @@ Tap tap(const ConvGeometry& g, int64_t ki, int64_t kj) {
 template <typename T>
 inline void zero_padding(const ConvGeometry& g, const Tap& t, T* col) {
   const int64_t w = g.width, pixels = g.out_pixels();
-  const int64_t head = std::min(pixels, t.row_lo * w), tail = std::min(pixels, std::max(t.row_lo, t.row_hi) * w);
+  const int64_t head = std::min(pixels, t.row_lo * w),
+                tail = std::min(pixels, std::max(t.row_lo, t.row_hi) * w);
   for (int64_t i = 0; i < head; ++i) col[i] = T(0);
   for (int64_t i = tail; i < pixels; ++i) col[i] = T(0);
   // One strided pass per padded column (at most `pad` of them) rather than a loop per row.

@@ -19,8 +19,8 @@ void check_same_count(const Tensor& a, const Tensor& b, const char* op) {
 
 }  // namespace
 
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
-          const Tensor& b, double beta, const Tensor& c) {
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a, const Tensor& b,
+          double beta, const Tensor& c) {
   HPC_ASSERT(a.dtype() == c.dtype() && b.dtype() == c.dtype(), "gemm: mixed dtypes");
   HPC_ASSERT(a.count() >= m * k && b.count() >= k * n && c.count() >= m * n, "gemm: operand too small");
   if (m == 0 || n == 0) return;
@@ -59,11 +59,20 @@ void convert(const Tensor& src, const Tensor& dst) {
     T* out = dst.data<T>();
     const int64_t n = src.count();
     switch (src.dtype()) {
-      case DType::F32: for (int64_t i = 0; i < n; ++i) out[i] = T(src.data<float>()[i]); break;
-      case DType::F64: for (int64_t i = 0; i < n; ++i) out[i] = T(src.data<double>()[i]); break;
-      case DType::U8: for (int64_t i = 0; i < n; ++i) out[i] = T(src.data<uint8_t>()[i]); break;
-      case DType::I32: for (int64_t i = 0; i < n; ++i) out[i] = T(src.data<int32_t>()[i]); break;
-      default: HPC_ASSERT(false, std::string("convert from ") + dtype_name(src.dtype()));
+      case DType::F32:
+        for (int64_t i = 0; i < n; ++i) out[i] = T(src.data<float>()[i]);
+        break;
+      case DType::F64:
+        for (int64_t i = 0; i < n; ++i) out[i] = T(src.data<double>()[i]);
+        break;
+      case DType::U8:
+        for (int64_t i = 0; i < n; ++i) out[i] = T(src.data<uint8_t>()[i]);
+        break;
+      case DType::I32:
+        for (int64_t i = 0; i < n; ++i) out[i] = T(src.data<int32_t>()[i]);
+        break;
+      default:
+        HPC_ASSERT(false, std::string("convert from ") + dtype_name(src.dtype()));
     }
   });
 }

@@ -5,8 +5,8 @@
 
 namespace hpc::backend::cpu {
 
-void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-          const Tensor& a, const Tensor& b, double beta, const Tensor& c);
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
+          const Tensor& b, double beta, const Tensor& c);
 void fill(const Tensor& t, double value);
 void copy(const Tensor& src, const Tensor& dst);
 void convert(const Tensor& src, const Tensor& dst);

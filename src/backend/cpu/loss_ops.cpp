@@ -25,7 +25,8 @@ ClassifyStats softmax_cross_entropy(const Tensor& logits, const Tensor& labels, 
                                     double label_smoothing, double grad_scale, bool count_top5,
                                     const Tensor& dlogits) {
   const int64_t n = logits.shape()[0], k = logits.count() / n;
-  HPC_ASSERT(labels.dtype() == DType::I32 && labels.count() >= n_valid && n_valid <= n, "cross-entropy: shapes");
+  HPC_ASSERT(labels.dtype() == DType::I32 && labels.count() >= n_valid && n_valid <= n,
+             "cross-entropy: shapes");
   HPC_ASSERT(!dlogits.defined() || (dlogits.count() == logits.count() && dlogits.dtype() == logits.dtype()),
              "cross-entropy: dlogits shape");
   const int32_t* lab = labels.data<int32_t>();
@@ -58,7 +59,8 @@ double squared_error(const Tensor& y, const Tensor& target, int64_t n_valid, dou
   dispatch_float(y.dtype(), "squared_error", [&]<typename T>() {
     for (int64_t i = 0; i < n_valid; ++i) {
       T* g = dy.defined() ? dy.data<T>() + i * k : nullptr;
-      total += kernels::squared_error_row<double>(y.data<T>() + i * k, target.data<T>() + i * k, k, grad_scale, g);
+      total +=
+          kernels::squared_error_row<double>(y.data<T>() + i * k, target.data<T>() + i * k, k, grad_scale, g);
     }
   });
   zero_rows(dy, std::max<int64_t>(n_valid, 0), k);

@@ -62,9 +62,15 @@ void activation_forward(Activation act, const Tensor& x, const Tensor& y) {
   check_same_count(x, y, "activation_forward");
   dispatch_float(y.dtype(), "activation_forward", [&]<typename T>() {
     switch (act) {
-      case Activation::Relu: map_unary<T>(x, y, [](T v) { return kernels::relu_forward(v); }); break;
-      case Activation::Gelu: map_unary<T>(x, y, [](T v) { return kernels::gelu_forward(v); }); break;
-      case Activation::Tanh: map_unary<T>(x, y, [](T v) { return kernels::tanh_forward(v); }); break;
+      case Activation::Relu:
+        map_unary<T>(x, y, [](T v) { return kernels::relu_forward(v); });
+        break;
+      case Activation::Gelu:
+        map_unary<T>(x, y, [](T v) { return kernels::gelu_forward(v); });
+        break;
+      case Activation::Tanh:
+        map_unary<T>(x, y, [](T v) { return kernels::tanh_forward(v); });
+        break;
     }
   });
 }

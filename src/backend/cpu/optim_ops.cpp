@@ -23,7 +23,8 @@ void check_operand(const Tensor& t, const Tensor& params, const char* what) {
 
 void optim_update(const OptimHyper& h, bool decay, const Tensor& params, const Tensor& grads,
                   const Tensor& state_a, const Tensor& state_b, int64_t offset, int64_t count) {
-  HPC_ASSERT(offset >= 0 && count >= 0 && offset + count <= params.count(), "optim_update: range out of bounds");
+  HPC_ASSERT(offset >= 0 && count >= 0 && offset + count <= params.count(),
+             "optim_update: range out of bounds");
   check_operand(grads, params, "grads");
   const bool sgd = h.rule == OptimRule::SGD;
   const bool uses_a = !sgd || h.momentum != 0;
@@ -35,18 +36,20 @@ void optim_update(const OptimHyper& h, bool decay, const Tensor& params, const T
   dispatch_float(params.dtype(), "optim_update", [&]<typename T>() {
     T* p = params.data<T>() + offset;
     const T* g = grads.data<T>() + offset;
-    T* a = uses_a ? state_a.data<T>() + offset : nullptr;
     if (sgd) {
       const auto c = kernels::make_sgd_coeffs<T>(h.lr, h.momentum, h.nesterov, wd);
-      if (h.momentum == 0)
+      if (!uses_a) {  // SGD without momentum: no momentum buffer
         for (int64_t i = 0; i < count; ++i) kernels::sgd_plain_update(p[i], g[i], c);
-      else
+      } else {
+        T* a = state_a.data<T>() + offset;
         for (int64_t i = 0; i < count; ++i) kernels::sgd_momentum_update(p[i], a[i], g[i], c);
+      }
       return;
     }
+    T* a = state_a.data<T>() + offset;
     T* b = state_b.data<T>() + offset;
-    const auto c = kernels::make_adam_coeffs<T>(h.lr, h.beta1, h.beta2, h.eps, wd,
-                                                h.rule == OptimRule::ADAMW, h.step);
+    const auto c =
+        kernels::make_adam_coeffs<T>(h.lr, h.beta1, h.beta2, h.eps, wd, h.rule == OptimRule::ADAMW, h.step);
     for (int64_t i = 0; i < count; ++i) kernels::adam_update(p[i], a[i], b[i], g[i], c);
   });
 }

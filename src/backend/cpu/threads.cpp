@@ -17,7 +17,8 @@ namespace hpc::backend::cpu {
 
 int configure_threads(int ranks_on_node) {
   for (const char* name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"})
-    if (const char* v = std::getenv(name); v && std::atoi(v) > 0) return std::atoi(v);  // OpenBLAS read it already
+    if (const char* v = std::getenv(name); v && std::atoi(v) > 0)
+      return std::atoi(v);  // OpenBLAS read it already
   int threads = 0;
   if (const char* v = std::getenv("SLURM_CPUS_PER_TASK")) threads = std::atoi(v);
   if (threads <= 0) {

@@ -41,10 +41,12 @@ int current_device() {
 
 }  // namespace
 
-void fail(const char* library, const char* call, const char* message, const char* file, int line, int exit_code) {
+void fail(const char* library, const char* call, const char* message, const char* file, int line,
+          int exit_code) {
   char host[256] = "?";
   gethostname(host, sizeof host);
-  const char* hint = exit_code == EXIT_BAD_INPUT ? ": lower --train.batch_size or use --train.precision bf16" : "";
+  const char* hint =
+      exit_code == EXIT_BAD_INPUT ? ": lower --train.batch_size or use --train.precision bf16" : "";
   std::fprintf(stderr, "hpctrain: error on rank %d (%s, cuda:%d): %s call %s failed: %s (%s:%d)%s\n",
                world_rank(), host, current_device(), library, call, message, file, line, hint);
   std::fflush(stderr);
@@ -56,11 +58,14 @@ void fail(const char* library, const char* call, const char* message, const char
 void warn(const char* call, cudaError_t err, const char* file, int line) {
   // At process exit the runtime may already be gone; freeing then is moot, not an error.
   if (err == cudaSuccess || err == cudaErrorCudartUnloading) return;
-  std::fprintf(stderr, "hpctrain: warning: %s failed: %s (%s:%d)\n", call, cudaGetErrorString(err), file, line);
+  std::fprintf(stderr, "hpctrain: warning: %s failed: %s (%s:%d)\n", call, cudaGetErrorString(err), file,
+               line);
 }
 
 int exit_code_of(cudaError_t e) { return e == cudaErrorMemoryAllocation ? EXIT_BAD_INPUT : EXIT_INTERNAL; }
-int exit_code_of(cublasStatus_t s) { return s == CUBLAS_STATUS_ALLOC_FAILED ? EXIT_BAD_INPUT : EXIT_INTERNAL; }
+int exit_code_of(cublasStatus_t s) {
+  return s == CUBLAS_STATUS_ALLOC_FAILED ? EXIT_BAD_INPUT : EXIT_INTERNAL;
+}
 int exit_code_of(cudnnStatus_t s) {
   return s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||
                  s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED

@@ -38,40 +38,40 @@ int exit_code_of(ncclResult_t r);
 
 }  // namespace hpc::backend::cuda
 
-#define cudaCheck(call)                                                                                     \
-  do {                                                                                                      \
-    const cudaError_t hpc_err_ = (call);                                                                    \
-    if (hpc_err_ != cudaSuccess)                                                                            \
-      ::hpc::backend::cuda::fail("CUDA", #call, cudaGetErrorString(hpc_err_), __FILE__, __LINE__,           \
-                                 ::hpc::backend::cuda::exit_code_of(hpc_err_));                            \
+#define cudaCheck(call)                                                                           \
+  do {                                                                                            \
+    const cudaError_t hpc_err_ = (call);                                                          \
+    if (hpc_err_ != cudaSuccess)                                                                  \
+      ::hpc::backend::cuda::fail("CUDA", #call, cudaGetErrorString(hpc_err_), __FILE__, __LINE__, \
+                                 ::hpc::backend::cuda::exit_code_of(hpc_err_));                   \
   } while (0)
 
 // After every kernel launch: a bad configuration (too many threads, too much
 // shared memory) is reported here, at the launch, not at some later call.
 #define cudaLaunchCheck() cudaCheck(cudaGetLastError())
 
-#define cublasCheck(call)                                                                                   \
-  do {                                                                                                      \
-    const cublasStatus_t hpc_st_ = (call);                                                                  \
-    if (hpc_st_ != CUBLAS_STATUS_SUCCESS)                                                                   \
-      ::hpc::backend::cuda::fail("cuBLAS", #call, cublasGetStatusString(hpc_st_), __FILE__, \
-                                 __LINE__, ::hpc::backend::cuda::exit_code_of(hpc_st_));                   \
+#define cublasCheck(call)                                                                             \
+  do {                                                                                                \
+    const cublasStatus_t hpc_st_ = (call);                                                            \
+    if (hpc_st_ != CUBLAS_STATUS_SUCCESS)                                                             \
+      ::hpc::backend::cuda::fail("cuBLAS", #call, cublasGetStatusString(hpc_st_), __FILE__, __LINE__, \
+                                 ::hpc::backend::cuda::exit_code_of(hpc_st_));                        \
   } while (0)
 
-#define cudnnCheck(call)                                                                                    \
-  do {                                                                                                      \
-    const cudnnStatus_t hpc_st_ = (call);                                                                   \
-    if (hpc_st_ != CUDNN_STATUS_SUCCESS)                                                                    \
-      ::hpc::backend::cuda::fail("cuDNN", #call, cudnnGetErrorString(hpc_st_), __FILE__, __LINE__,          \
-                                 ::hpc::backend::cuda::exit_code_of(hpc_st_));                             \
+#define cudnnCheck(call)                                                                           \
+  do {                                                                                             \
+    const cudnnStatus_t hpc_st_ = (call);                                                          \
+    if (hpc_st_ != CUDNN_STATUS_SUCCESS)                                                           \
+      ::hpc::backend::cuda::fail("cuDNN", #call, cudnnGetErrorString(hpc_st_), __FILE__, __LINE__, \
+                                 ::hpc::backend::cuda::exit_code_of(hpc_st_));                     \
   } while (0)
 
-#define ncclCheck(call)                                                                                     \
-  do {                                                                                                      \
-    const ncclResult_t hpc_rc_ = (call);                                                                    \
-    if (hpc_rc_ != ncclSuccess && hpc_rc_ != ncclInProgress)                                                \
-      ::hpc::backend::cuda::fail("NCCL", #call, ncclGetErrorString(hpc_rc_), __FILE__, __LINE__,            \
-                                 ::hpc::backend::cuda::exit_code_of(hpc_rc_));                             \
+#define ncclCheck(call)                                                                          \
+  do {                                                                                           \
+    const ncclResult_t hpc_rc_ = (call);                                                         \
+    if (hpc_rc_ != ncclSuccess && hpc_rc_ != ncclInProgress)                                     \
+      ::hpc::backend::cuda::fail("NCCL", #call, ncclGetErrorString(hpc_rc_), __FILE__, __LINE__, \
+                                 ::hpc::backend::cuda::exit_code_of(hpc_rc_));                   \
   } while (0)
 
 #define cudaWarn(call) ::hpc::backend::cuda::warn(#call, (call), __FILE__, __LINE__)

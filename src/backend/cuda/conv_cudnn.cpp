@@ -22,11 +22,16 @@ int as_int(int64_t v) {
 
 cudnnDataType_t cudnn_type(DType t) {
   switch (t) {
-    case DType::F32: return CUDNN_DATA_FLOAT;
-    case DType::F64: return CUDNN_DATA_DOUBLE;
-    case DType::BF16: return CUDNN_DATA_BFLOAT16;
-    case DType::F16: return CUDNN_DATA_HALF;
-    default: break;
+    case DType::F32:
+      return CUDNN_DATA_FLOAT;
+    case DType::F64:
+      return CUDNN_DATA_DOUBLE;
+    case DType::BF16:
+      return CUDNN_DATA_BFLOAT16;
+    case DType::F16:
+      return CUDNN_DATA_HALF;
+    default:
+      break;
   }
   throw Error(EXIT_INTERNAL, std::string("convolution (CUDA): unsupported dtype ") + dtype_name(t));
 }
@@ -50,9 +55,10 @@ int choose(const std::vector<Perf>& perf, int returned, bool tensor_math_ok) {
 ConvolutionDescriptor conv_descriptor(const ConvKey& k) {
   ConvolutionDescriptor d = make_convolution_descriptor();
   const cudnnDataType_t compute = k.dtype == DType::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
-  cudnnCheck(cudnnSetConvolution2dDescriptor(d, as_int(k.pad), as_int(k.pad), as_int(k.stride), as_int(k.stride), 1, 1,
-                                             CUDNN_CROSS_CORRELATION, compute));
-  // fp32/fp64 stay exact FMA math; 16-bit may use tensor cores (and switches to each algorithm's own math type).
+  cudnnCheck(cudnnSetConvolution2dDescriptor(d, as_int(k.pad), as_int(k.pad), as_int(k.stride),
+                                             as_int(k.stride), 1, 1, CUDNN_CROSS_CORRELATION, compute));
+  // fp32/fp64 stay exact FMA math; 16-bit may use tensor cores (and switches to each algorithm's own math
+  // type).
   cudnnCheck(cudnnSetConvolutionMathType(d, sixteen_bit(k.dtype) ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
   return d;
 }
@@ -65,8 +71,8 @@ std::unique_ptr<ConvPlan> make_plan(const ConvKey& k, cudnnHandle_t h) {
   cudnnCheck(cudnnSetTensor4dDescriptor(p->x, CUDNN_TENSOR_NCHW, type, as_int(k.n), as_int(k.channels),
                                         as_int(k.height), as_int(k.width)));
   p->w = make_filter_descriptor();
-  cudnnCheck(cudnnSetFilter4dDescriptor(p->w, type, CUDNN_TENSOR_NCHW, as_int(k.out_channels), as_int(k.channels),
-                                        as_int(k.kernel), as_int(k.kernel)));
+  cudnnCheck(cudnnSetFilter4dDescriptor(p->w, type, CUDNN_TENSOR_NCHW, as_int(k.out_channels),
+                                        as_int(k.channels), as_int(k.kernel), as_int(k.kernel)));
   p->fwd_conv = conv_descriptor(k);
   p->bwd_data_conv = conv_descriptor(k);
   p->bwd_filter_conv = conv_descriptor(k);
@@ -84,7 +90,8 @@ std::unique_ptr<ConvPlan> make_plan(const ConvKey& k, cudnnHandle_t h) {
     const int i = choose(perf, returned, tensor_ok);
     p->fwd = i >= 0 ? perf[i].algo : CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
     if (i >= 0 && tensor_ok) cudnnCheck(cudnnSetConvolutionMathType(p->fwd_conv, perf[i].mathType));
-    cudnnCheck(cudnnGetConvolutionForwardWorkspaceSize(h, p->x, p->w, p->fwd_conv, p->y, p->fwd, &p->fwd_bytes));
+    cudnnCheck(
+        cudnnGetConvolutionForwardWorkspaceSize(h, p->x, p->w, p->fwd_conv, p->y, p->fwd, &p->fwd_bytes));
   }
   {
     cudnnCheck(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max_algos));
@@ -94,19 +101,19 @@ std::unique_ptr<ConvPlan> make_plan(const ConvKey& k, cudnnHandle_t h) {
     const int i = choose(perf, returned, tensor_ok);
     p->bwd_data = i >= 0 ? perf[i].algo : CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
     if (i >= 0 && tensor_ok) cudnnCheck(cudnnSetConvolutionMathType(p->bwd_data_conv, perf[i].mathType));
-    cudnnCheck(cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->w, p->y, p->bwd_data_conv, p->x, p->bwd_data,
-                                                            &p->bwd_data_bytes));
+    cudnnCheck(cudnnGetConvolutionBackwardDataWorkspaceSize(h, p->w, p->y, p->bwd_data_conv, p->x,
+                                                            p->bwd_data, &p->bwd_data_bytes));
   }
   {
     cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max_algos));
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(static_cast<size_t>(max_algos));
-    cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->bwd_filter_conv, p->w, max_algos,
-                                                             &returned, perf.data()));
+    cudnnCheck(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, p->x, p->y, p->bwd_filter_conv, p->w,
+                                                             max_algos, &returned, perf.data()));
     const int i = choose(perf, returned, tensor_ok);
     p->bwd_filter = i >= 0 ? perf[i].algo : CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
     if (i >= 0 && tensor_ok) cudnnCheck(cudnnSetConvolutionMathType(p->bwd_filter_conv, perf[i].mathType));
-    cudnnCheck(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p->x, p->y, p->bwd_filter_conv, p->w, p->bwd_filter,
-                                                              &p->bwd_filter_bytes));
+    cudnnCheck(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, p->x, p->y, p->bwd_filter_conv, p->w,
+                                                              p->bwd_filter, &p->bwd_filter_bytes));
   }
   return p;
 }
@@ -120,9 +127,11 @@ struct Scalars {
 };
 
 ConvKey key_of(const Tensor& x, const Tensor& weight, const ConvGeometry& g) {
-  HPC_ASSERT(x.count() % g.in_count() == 0 && weight.count() % g.col_rows() == 0, "convolution (CUDA): shapes");
-  return {x.dtype(), x.count() / g.in_count(), g.channels, g.height, g.width, weight.count() / g.col_rows(),
-          g.kernel, g.stride, g.pad};
+  HPC_ASSERT(x.count() % g.in_count() == 0 && weight.count() % g.col_rows() == 0,
+             "convolution (CUDA): shapes");
+  return {x.dtype(), x.count() / g.in_count(),      g.channels, g.height,
+          g.width,   weight.count() / g.col_rows(), g.kernel,   g.stride,
+          g.pad};
 }
 
 void check_output(const Tensor& y, const ConvKey& k, const ConvGeometry& g, const char* what) {
@@ -155,8 +164,8 @@ void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, c
   const ConvPlan& p = ctx.conv_plans().get(k, h);
   void* ws = p.fwd_bytes > 0 ? ctx.scratch(p.fwd_bytes) : nullptr;
   const Scalars s;
-  cudnnCheck(cudnnConvolutionForward(h, s.one(k.dtype), p.x, x.raw(), p.w, weight.raw(), p.fwd_conv, p.fwd, ws,
-                                     p.fwd_bytes, s.zero(k.dtype), p.y, y.raw()));
+  cudnnCheck(cudnnConvolutionForward(h, s.one(k.dtype), p.x, x.raw(), p.w, weight.raw(), p.fwd_conv, p.fwd,
+                                     ws, p.fwd_bytes, s.zero(k.dtype), p.y, y.raw()));
   if (bias.defined()) add_bias(y, bias, k.out_channels, g.out_pixels());
 }
 
@@ -179,8 +188,9 @@ void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, co
                                             dweight.raw()));
   if (!dx.defined()) return;
   HPC_ASSERT(dx.count() == x.count() && dx.dtype() == k.dtype, "conv2d_backward: dx");
-  cudnnCheck(cudnnConvolutionBackwardData(h, s.one(k.dtype), p.w, weight.raw(), p.y, dy.raw(), p.bwd_data_conv,
-                                          p.bwd_data, ws, p.bwd_data_bytes, s.zero(k.dtype), p.x, dx.raw()));
+  cudnnCheck(cudnnConvolutionBackwardData(h, s.one(k.dtype), p.w, weight.raw(), p.y, dy.raw(),
+                                          p.bwd_data_conv, p.bwd_data, ws, p.bwd_data_bytes, s.zero(k.dtype),
+                                          p.x, dx.raw()));
 }
 
 }  // namespace hpc::backend::cuda

@@ -18,17 +18,22 @@ namespace {
 
 void check_same(const Tensor& a, const Tensor& b, const char* op) {
   HPC_ASSERT(a.count() == b.count() && a.dtype() == b.dtype(),
-             std::string(op) + ": " + a.shape().str() + " " + dtype_name(a.dtype()) + " vs " + b.shape().str() +
-                 " " + dtype_name(b.dtype()));
+             std::string(op) + ": " + a.shape().str() + " " + dtype_name(a.dtype()) + " vs " +
+                 b.shape().str() + " " + dtype_name(b.dtype()));
 }
 
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
-    case DType::F32: return CUDA_R_32F;
-    case DType::F64: return CUDA_R_64F;
-    case DType::BF16: return CUDA_R_16BF;
-    case DType::F16: return CUDA_R_16F;
-    default: break;
+    case DType::F32:
+      return CUDA_R_32F;
+    case DType::F64:
+      return CUDA_R_64F;
+    case DType::BF16:
+      return CUDA_R_16BF;
+    case DType::F16:
+      return CUDA_R_16F;
+    default:
+      break;
   }
   throw Error(EXIT_INTERNAL, std::string("gemm (CUDA): unsupported dtype ") + dtype_name(t));
 }
@@ -43,9 +48,12 @@ int as_int(int64_t v, const char* what) {
 template <typename F>
 void dispatch_source(DType dtype, F&& f) {
   switch (dtype) {
-    case DType::U8: return f.template operator()<uint8_t>();
-    case DType::I32: return f.template operator()<int32_t>();
-    default: return dispatch_storage(dtype, "convert", std::forward<F>(f));
+    case DType::U8:
+      return f.template operator()<uint8_t>();
+    case DType::I32:
+      return f.template operator()<int32_t>();
+    default:
+      return dispatch_storage(dtype, "convert", std::forward<F>(f));
   }
 }
 
@@ -168,8 +176,8 @@ void bias_grad(const Tensor& dy, const Tensor& dbias, int64_t channels, int64_t 
   HPC_ASSERT(dbias.count() == channels && dy.count() % (channels * spatial) == 0, "bias_grad: shapes");
   Context& ctx = Context::get();
   const int64_t rows = dy.count() / (channels * spatial);
-  auto* partials = static_cast<double*>(
-      ctx.scratch(sizeof(double) * static_cast<size_t>(kernels::channel_partials(rows, channels, spatial, 1))));
+  auto* partials = static_cast<double*>(ctx.scratch(
+      sizeof(double) * static_cast<size_t>(kernels::channel_partials(rows, channels, spatial, 1))));
   dispatch_storage(dy.dtype(), "bias_grad", [&]<typename T>() {
     kernels::bias_grad(ptr<T>(dy, "bias_grad"), ptr<T>(dbias, "bias_grad"), rows, channels, spatial, partials,
                        ctx.compute());

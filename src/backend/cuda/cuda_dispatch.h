@@ -18,11 +18,16 @@ namespace hpc::backend::cuda {
 template <typename F>
 decltype(auto) dispatch_storage(DType dtype, const char* op, F&& f) {
   switch (dtype) {
-    case DType::F32: return f.template operator()<float>();
-    case DType::F64: return f.template operator()<double>();
-    case DType::BF16: return f.template operator()<kernels::Bf16>();
-    case DType::F16: return f.template operator()<kernels::Half>();
-    default: break;
+    case DType::F32:
+      return f.template operator()<float>();
+    case DType::F64:
+      return f.template operator()<double>();
+    case DType::BF16:
+      return f.template operator()<kernels::Bf16>();
+    case DType::F16:
+      return f.template operator()<kernels::Half>();
+    default:
+      break;
   }
   throw Error(EXIT_INTERNAL, std::string(op) + " (CUDA): unsupported dtype " + dtype_name(dtype));
 }
@@ -30,13 +35,20 @@ decltype(auto) dispatch_storage(DType dtype, const char* op, F&& f) {
 // The DType of a storage type.
 template <typename T>
 constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return DType::F32;
-  else if constexpr (std::is_same_v<T, double>) return DType::F64;
-  else if constexpr (std::is_same_v<T, kernels::Bf16>) return DType::BF16;
-  else if constexpr (std::is_same_v<T, kernels::Half>) return DType::F16;
-  else if constexpr (std::is_same_v<T, uint8_t>) return DType::U8;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::I32;
-  else static_assert(!sizeof(T), "no DType for this type");
+  if constexpr (std::is_same_v<T, float>)
+    return DType::F32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::F64;
+  else if constexpr (std::is_same_v<T, kernels::Bf16>)
+    return DType::BF16;
+  else if constexpr (std::is_same_v<T, kernels::Half>)
+    return DType::F16;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return DType::U8;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::I32;
+  else
+    static_assert(!sizeof(T), "no DType for this type");
 }
 
 // Every defined tensor must live on the GPU.
@@ -52,7 +64,7 @@ template <typename T>
 T* ptr(const Tensor& t, const char* op) {
   if (!t.defined()) return nullptr;
   HPC_ASSERT(t.dtype() == dtype_of<T>(), std::string(op) + ": a " + dtype_name(t.dtype()) + " tensor where " +
-                                              dtype_name(dtype_of<T>()) + " was expected");
+                                             dtype_name(dtype_of<T>()) + " was expected");
   return t.data<T>();
 }
 

@@ -113,8 +113,8 @@ std::string cuda_versions() {
     s << drv / 1000 << "." << (drv % 1000) / 10;
   else
     s << "none";
-  s << ", cuDNN " << cudnn / 10000 << "." << (cudnn % 10000) / 100 << "." << cudnn % 100
-    << ", NCCL " << nccl / 10000 << "." << (nccl % 10000) / 100 << "." << nccl % 100;
+  s << ", cuDNN " << cudnn / 10000 << "." << (cudnn % 10000) / 100 << "." << cudnn % 100 << ", NCCL "
+    << nccl / 10000 << "." << (nccl % 10000) / 100 << "." << nccl % 100;
   return s.str();
 }
 
@@ -129,8 +129,8 @@ void* device_alloc(size_t num_bytes) {
     int dev = 0;
     cudaGetDevice(&dev);
     throw UserError("out of GPU memory on cuda:" + std::to_string(dev) + " allocating " + mib(num_bytes) +
-                    " (hpctrain holds " + mib(s.in_use) + " of " + mib(s.total) + "; its largest allocation is " +
-                    mib(std::max(s.largest, num_bytes)) +
+                    " (hpctrain holds " + mib(s.in_use) + " of " + mib(s.total) +
+                    "; its largest allocation is " + mib(std::max(s.largest, num_bytes)) +
                     "): lower --train.batch_size or use --train.precision bf16");
   }
   // Tensors promise zero-filled memory; one memset at allocation, never per

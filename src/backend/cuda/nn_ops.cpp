@@ -9,8 +9,8 @@
 #include "backend/cuda/cuda_ops.h"
 #include "kernels/batchnorm.cuh"
 #include "kernels/elementwise.cuh"
-#include "kernels/lowering.cuh"
 #include "kernels/loss.cuh"
+#include "kernels/lowering.cuh"
 #include "kernels/reduce.cuh"
 
 namespace hpc::backend::cuda {
@@ -26,9 +26,12 @@ void check_same(const Tensor& a, const Tensor& b, const char* op) {
 
 kernels::ActivationKind kind(Activation a) {
   switch (a) {
-    case Activation::Relu: return kernels::ActivationKind::Relu;
-    case Activation::Gelu: return kernels::ActivationKind::Gelu;
-    case Activation::Tanh: return kernels::ActivationKind::Tanh;
+    case Activation::Relu:
+      return kernels::ActivationKind::Relu;
+    case Activation::Gelu:
+      return kernels::ActivationKind::Gelu;
+    case Activation::Tanh:
+      return kernels::ActivationKind::Tanh;
   }
   return kernels::ActivationKind::Relu;
 }
@@ -51,12 +54,13 @@ DType stats_dtype(DType t) { return t == DType::F64 ? DType::F64 : DType::F32; }
 
 void check_stats(const Tensor& t, DType activations, const char* op) {
   HPC_ASSERT(!t.defined() || t.dtype() == stats_dtype(activations),
-             std::string(op) + ": batch-norm statistics must be " + dtype_name(stats_dtype(activations)) + " for " +
-                 dtype_name(activations) + " activations");
+             std::string(op) + ": batch-norm statistics must be " + dtype_name(stats_dtype(activations)) +
+                 " for " + dtype_name(activations) + " activations");
 }
 
 double* scratch_doubles(int64_t count) {
-  return static_cast<double*>(Context::get().scratch(sizeof(double) * static_cast<size_t>(count > 0 ? count : 1)));
+  return static_cast<double*>(
+      Context::get().scratch(sizeof(double) * static_cast<size_t>(count > 0 ? count : 1)));
 }
 
 }  // namespace
@@ -71,7 +75,8 @@ void activation_forward(Activation act, const Tensor& x, const Tensor& y) {
   });
 }
 
-void activation_backward(Activation act, const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx) {
+void activation_backward(Activation act, const Tensor& x, const Tensor& y, const Tensor& dy,
+                         const Tensor& dx) {
   const Tensor& in = act == Activation::Tanh ? y : x;  // tanh differentiates at y (activation_math.h)
   require_device("activation_backward", {&in, &dy, &dx});
   check_same(dy, dx, "activation_backward");
@@ -97,7 +102,8 @@ void im2col(const Tensor& x, const ConvGeometry& g, const Tensor& cols) {
   HPC_ASSERT(x.count() % g.in_count() == 0, "im2col: input is not whole samples");
   const kernels::ConvShape s = conv_shape(g, x.count() / g.in_count());
   HPC_ASSERT(cols.count() >= s.col_count() && cols.dtype() == x.dtype(), "im2col: column buffer too small");
-  dispatch_storage(x.dtype(), "im2col", [&]<typename T>() { kernels::im2col(x.data<T>(), cols.data<T>(), s, stream()); });
+  dispatch_storage(x.dtype(), "im2col",
+                   [&]<typename T>() { kernels::im2col(x.data<T>(), cols.data<T>(), s, stream()); });
 }
 
 void col2im(const Tensor& cols, const ConvGeometry& g, const Tensor& dx) {
@@ -105,7 +111,8 @@ void col2im(const Tensor& cols, const ConvGeometry& g, const Tensor& dx) {
   HPC_ASSERT(dx.count() % g.in_count() == 0, "col2im: output is not whole samples");
   const kernels::ConvShape s = conv_shape(g, dx.count() / g.in_count());
   HPC_ASSERT(cols.count() >= s.col_count() && cols.dtype() == dx.dtype(), "col2im: column buffer too small");
-  dispatch_storage(dx.dtype(), "col2im", [&]<typename T>() { kernels::col2im(cols.data<T>(), dx.data<T>(), s, stream()); });
+  dispatch_storage(dx.dtype(), "col2im",
+                   [&]<typename T>() { kernels::col2im(cols.data<T>(), dx.data<T>(), s, stream()); });
 }
 
 void swap_leading_dims(const Tensor& src, const Tensor& dst, int64_t a, int64_t b, int64_t inner) {
@@ -123,8 +130,9 @@ void swap_leading_dims(const Tensor& src, const Tensor& dst, int64_t a, int64_t 
 void max_pool_forward(const Tensor& x, const PoolGeometry& g, const Tensor& y, const Tensor& argmax) {
   require_device("max_pool_forward", {&x, &y, &argmax});
   const kernels::PoolShape s = pool_shape(g, x.count() / (g.height * g.width));
-  HPC_ASSERT(y.count() == s.planes * s.out_pixels() && argmax.count() == y.count() && argmax.dtype() == DType::I32,
-             "max_pool_forward: shapes");
+  HPC_ASSERT(
+      y.count() == s.planes * s.out_pixels() && argmax.count() == y.count() && argmax.dtype() == DType::I32,
+      "max_pool_forward: shapes");
   dispatch_storage(y.dtype(), "max_pool_forward", [&]<typename T>() {
     kernels::max_pool_forward(x.data<T>(), y.data<T>(), argmax.data<int32_t>(), s, stream());
   });
@@ -133,7 +141,8 @@ void max_pool_forward(const Tensor& x, const PoolGeometry& g, const Tensor& y, c
 void max_pool_backward(const Tensor& dy, const Tensor& argmax, const PoolGeometry& g, const Tensor& dx) {
   require_device("max_pool_backward", {&dy, &argmax, &dx});
   const kernels::PoolShape s = pool_shape(g, dx.count() / (g.height * g.width));
-  HPC_ASSERT(dy.count() == s.planes * s.out_pixels() && argmax.count() == dy.count(), "max_pool_backward: shapes");
+  HPC_ASSERT(dy.count() == s.planes * s.out_pixels() && argmax.count() == dy.count(),
+             "max_pool_backward: shapes");
   dispatch_storage(dx.dtype(), "max_pool_backward", [&]<typename T>() {
     kernels::max_pool_backward(dy.data<T>(), argmax.data<int32_t>(), dx.data<T>(), s, stream());
   });
@@ -143,9 +152,8 @@ void avg_pool_forward(const Tensor& x, const PoolGeometry& g, const Tensor& y) {
   require_device("avg_pool_forward", {&x, &y});
   const kernels::PoolShape s = pool_shape(g, x.count() / (g.height * g.width));
   HPC_ASSERT(y.count() == s.planes * s.out_pixels(), "avg_pool_forward: shapes");
-  dispatch_storage(y.dtype(), "avg_pool_forward", [&]<typename T>() {
-    kernels::avg_pool_forward(x.data<T>(), y.data<T>(), s, stream());
-  });
+  dispatch_storage(y.dtype(), "avg_pool_forward",
+                   [&]<typename T>() { kernels::avg_pool_forward(x.data<T>(), y.data<T>(), s, stream()); });
 }
 
 void avg_pool_backward(const Tensor& dy, const PoolGeometry& g, const Tensor& dx) {
@@ -178,18 +186,22 @@ void spatial_mean_backward(const Tensor& dy, int64_t spatial, const Tensor& dx) 
 void batchnorm_stats(const Tensor& x, int64_t channels, int64_t spatial, const Tensor& stats) {
   require_device("batchnorm_stats", {&x, &stats});
   const int64_t rows = rows_of(x, channels, spatial);
-  HPC_ASSERT(stats.dtype() == DType::F64 && stats.count() == 2 * channels + 1, "batchnorm_stats: sums must be F64");
+  HPC_ASSERT(stats.dtype() == DType::F64 && stats.count() == 2 * channels + 1,
+             "batchnorm_stats: sums must be F64");
   double* partials = scratch_doubles(kernels::channel_partials(rows, channels, spatial, 2));
   dispatch_storage(x.dtype(), "batchnorm_stats", [&]<typename T>() {
     kernels::bn_stats(x.data<T>(), rows, channels, spatial, stats.data<double>(), partials, stream());
   });
 }
 
-void batchnorm_finalize(const Tensor& stats, int64_t channels, double eps, double momentum, const Tensor& mean,
-                        const Tensor& invstd, const Tensor& running_mean, const Tensor& running_var) {
+void batchnorm_finalize(const Tensor& stats, int64_t channels, double eps, double momentum,
+                        const Tensor& mean, const Tensor& invstd, const Tensor& running_mean,
+                        const Tensor& running_var) {
   require_device("batchnorm_finalize", {&stats, &mean, &invstd, &running_mean, &running_var});
-  HPC_ASSERT(stats.dtype() == DType::F64 && stats.count() == 2 * channels + 1, "batchnorm_finalize: sums must be F64");
-  HPC_ASSERT(mean.dtype() == DType::F32 || mean.dtype() == DType::F64, "batchnorm_finalize: statistics dtype");
+  HPC_ASSERT(stats.dtype() == DType::F64 && stats.count() == 2 * channels + 1,
+             "batchnorm_finalize: sums must be F64");
+  HPC_ASSERT(mean.dtype() == DType::F32 || mean.dtype() == DType::F64,
+             "batchnorm_finalize: statistics dtype");
   dispatch_storage(mean.dtype(), "batchnorm_finalize", [&]<typename S>() {
     if constexpr (std::is_same_v<S, float> || std::is_same_v<S, double>)
       kernels::bn_finalize(stats.data<double>(), channels, eps, momentum, ptr<S>(mean, "batchnorm_finalize"),
@@ -217,14 +229,14 @@ void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invs
   check_stats(mean, y.dtype(), "batchnorm_normalize");
   dispatch_storage(y.dtype(), "batchnorm_normalize", [&]<typename T>() {
     using S = kernels::compute_t<T>;
-    kernels::bn_normalize(x.data<T>(), mean.data<S>(), invstd.data<S>(), ptr<T>(gamma, "bn"), ptr<T>(beta, "bn"),
-                          y.data<T>(), rows, channels, spatial, stream());
+    kernels::bn_normalize(x.data<T>(), mean.data<S>(), invstd.data<S>(), ptr<T>(gamma, "bn"),
+                          ptr<T>(beta, "bn"), y.data<T>(), rows, channels, spatial, stream());
   });
 }
 
 void batchnorm_backward_reduce(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
-                               int64_t channels, int64_t spatial, const Tensor& grad_sums, const Tensor& dgamma,
-                               const Tensor& dbeta) {
+                               int64_t channels, int64_t spatial, const Tensor& grad_sums,
+                               const Tensor& dgamma, const Tensor& dbeta) {
   require_device("batchnorm_backward_reduce", {&x, &dy, &mean, &invstd, &grad_sums, &dgamma, &dbeta});
   const int64_t rows = rows_of(x, channels, spatial);
   HPC_ASSERT(grad_sums.dtype() == DType::F64 && grad_sums.count() == 2 * channels,
@@ -233,15 +245,15 @@ void batchnorm_backward_reduce(const Tensor& x, const Tensor& dy, const Tensor& 
   double* partials = scratch_doubles(kernels::channel_partials(rows, channels, spatial, 2));
   dispatch_storage(dy.dtype(), "batchnorm_backward_reduce", [&]<typename T>() {
     using S = kernels::compute_t<T>;
-    kernels::bn_backward_reduce(x.data<T>(), dy.data<T>(), mean.data<S>(), invstd.data<S>(), rows, channels, spatial,
-                                grad_sums.data<double>(), ptr<T>(dgamma, "bn"), ptr<T>(dbeta, "bn"), partials,
-                                stream());
+    kernels::bn_backward_reduce(x.data<T>(), dy.data<T>(), mean.data<S>(), invstd.data<S>(), rows, channels,
+                                spatial, grad_sums.data<double>(), ptr<T>(dgamma, "bn"), ptr<T>(dbeta, "bn"),
+                                partials, stream());
   });
 }
 
 void batchnorm_backward_dx(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
-                           const Tensor& gamma, const Tensor& stats, const Tensor& grad_sums, int64_t channels,
-                           int64_t spatial, const Tensor& dx) {
+                           const Tensor& gamma, const Tensor& stats, const Tensor& grad_sums,
+                           int64_t channels, int64_t spatial, const Tensor& dx) {
   require_device("batchnorm_backward_dx", {&x, &dy, &mean, &invstd, &gamma, &stats, &grad_sums, &dx});
   const int64_t rows = rows_of(x, channels, spatial);
   const bool batch_stats = grad_sums.defined();
@@ -255,8 +267,8 @@ void batchnorm_backward_dx(const Tensor& x, const Tensor& dy, const Tensor& mean
     S* coeffs = static_cast<S*>(Context::get().scratch(sizeof(S) * static_cast<size_t>(3 * channels)));
     kernels::bn_backward_dx(x.data<T>(), dy.data<T>(), mean.data<S>(), invstd.data<S>(), ptr<T>(gamma, "bn"),
                             batch_stats ? stats.data<double>() : nullptr,
-                            batch_stats ? grad_sums.data<double>() : nullptr, rows, channels, spatial, dx.data<T>(),
-                            coeffs, stream());
+                            batch_stats ? grad_sums.data<double>() : nullptr, rows, channels, spatial,
+                            dx.data<T>(), coeffs, stream());
   });
 }
 
@@ -282,7 +294,8 @@ void zero_rows(const Tensor& t, int64_t from, int64_t width) {
   const int64_t rows = t.count() / width;
   if (from >= rows) return;
   const size_t row_bytes = static_cast<size_t>(width) * dtype_size(t.dtype());
-  cudaCheck(cudaMemsetAsync(static_cast<char*>(t.raw()) + from * row_bytes, 0, (rows - from) * row_bytes, stream()));
+  cudaCheck(cudaMemsetAsync(static_cast<char*>(t.raw()) + from * row_bytes, 0, (rows - from) * row_bytes,
+                            stream()));
 }
 
 [[noreturn]] void throw_bad_label(const Tensor& labels, int64_t n_valid, int64_t k) {
@@ -291,7 +304,8 @@ void zero_rows(const Tensor& t, int64_t from, int64_t width) {
   for (int64_t i = 0; i < n_valid; ++i)
     if (host[i] < 0 || host[i] >= k)
       throw UserError("label " + std::to_string(host[i]) + " of sample " + std::to_string(i) +
-                      " is outside the model's " + std::to_string(k) + " classes [0, " + std::to_string(k) + ")");
+                      " is outside the model's " + std::to_string(k) + " classes [0, " + std::to_string(k) +
+                      ")");
   HPC_ASSERT(false, "cross-entropy (CUDA): a bad label was reported but none is out of range");
 }
 
@@ -302,7 +316,8 @@ ClassifyStats softmax_cross_entropy(const Tensor& logits, const Tensor& labels, 
                                     const Tensor& dlogits) {
   require_device("softmax_cross_entropy", {&logits, &labels, &dlogits});
   const int64_t n = logits.shape()[0], k = logits.count() / n;
-  HPC_ASSERT(labels.dtype() == DType::I32 && labels.count() >= n_valid && n_valid <= n, "cross-entropy: shapes");
+  HPC_ASSERT(labels.dtype() == DType::I32 && labels.count() >= n_valid && n_valid <= n,
+             "cross-entropy: shapes");
   HPC_ASSERT(!dlogits.defined() || (dlogits.count() == logits.count() && dlogits.dtype() == logits.dtype()),
              "cross-entropy: dlogits shape");
   const int64_t rows = std::max<int64_t>(n_valid, 0);
@@ -313,9 +328,9 @@ ClassifyStats softmax_cross_entropy(const Tensor& logits, const Tensor& labels, 
   double* totals = row_loss + rows;
   auto* row_rank = reinterpret_cast<int32_t*>(totals + 4);
   dispatch_storage(logits.dtype(), "softmax_cross_entropy", [&]<typename T>() {
-    kernels::softmax_cross_entropy(logits.data<T>(), labels.data<int32_t>(), rows, k, label_smoothing, grad_scale,
-                                   count_top5, ptr<T>(dlogits, "cross-entropy"), row_loss, row_rank, totals,
-                                   stream());
+    kernels::softmax_cross_entropy(logits.data<T>(), labels.data<int32_t>(), rows, k, label_smoothing,
+                                   grad_scale, count_top5, ptr<T>(dlogits, "cross-entropy"), row_loss,
+                                   row_rank, totals, stream());
   });
   zero_rows(dlogits, rows, k);
   const auto* t = static_cast<const double*>(ctx.read_back(totals, 4 * sizeof(double)));
@@ -324,7 +339,8 @@ ClassifyStats softmax_cross_entropy(const Tensor& logits, const Tensor& labels, 
   return st;
 }
 
-double squared_error(const Tensor& y, const Tensor& target, int64_t n_valid, double grad_scale, const Tensor& dy) {
+double squared_error(const Tensor& y, const Tensor& target, int64_t n_valid, double grad_scale,
+                     const Tensor& dy) {
   require_device("squared_error", {&y, &target, &dy});
   const int64_t n = y.shape()[0], k = y.count() / n;
   HPC_ASSERT(target.dtype() == y.dtype() && target.count() == y.count() && n_valid <= n, "mse: shapes");

@@ -117,7 +117,9 @@ class DeviceMemory {
 
   void* data() const { return data_; }
   template <typename T>
-  T* as() const { return static_cast<T*>(data_); }
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
   size_t num_bytes() const { return num_bytes_; }
 
  private:

@@ -13,7 +13,8 @@ namespace {
 }
 }  // namespace
 
-void gemm(bool, bool, int64_t, int64_t, int64_t, double, const Tensor&, const Tensor&, double, const Tensor&) {
+void gemm(bool, bool, int64_t, int64_t, int64_t, double, const Tensor&, const Tensor&, double,
+          const Tensor&) {
   unavailable("gemm");
 }
 void fill(const Tensor&, double) { unavailable("fill"); }
@@ -34,7 +35,9 @@ void activation_backward(Activation, const Tensor&, const Tensor&, const Tensor&
 void elementwise_add(const Tensor&, const Tensor&, const Tensor&) { unavailable("elementwise_add"); }
 void im2col(const Tensor&, const ConvGeometry&, const Tensor&) { unavailable("im2col"); }
 void col2im(const Tensor&, const ConvGeometry&, const Tensor&) { unavailable("col2im"); }
-void swap_leading_dims(const Tensor&, const Tensor&, int64_t, int64_t, int64_t) { unavailable("swap_leading_dims"); }
+void swap_leading_dims(const Tensor&, const Tensor&, int64_t, int64_t, int64_t) {
+  unavailable("swap_leading_dims");
+}
 void max_pool_forward(const Tensor&, const PoolGeometry&, const Tensor&, const Tensor&) {
   unavailable("max_pool_forward");
 }
@@ -42,7 +45,9 @@ void max_pool_backward(const Tensor&, const Tensor&, const PoolGeometry&, const 
   unavailable("max_pool_backward");
 }
 void avg_pool_forward(const Tensor&, const PoolGeometry&, const Tensor&) { unavailable("avg_pool_forward"); }
-void avg_pool_backward(const Tensor&, const PoolGeometry&, const Tensor&) { unavailable("avg_pool_backward"); }
+void avg_pool_backward(const Tensor&, const PoolGeometry&, const Tensor&) {
+  unavailable("avg_pool_backward");
+}
 void spatial_mean_forward(const Tensor&, int64_t, const Tensor&) { unavailable("spatial_mean_forward"); }
 void spatial_mean_backward(const Tensor&, int64_t, const Tensor&) { unavailable("spatial_mean_backward"); }
 void batchnorm_stats(const Tensor&, int64_t, int64_t, const Tensor&) { unavailable("batchnorm_stats"); }
@@ -53,37 +58,40 @@ void batchnorm_finalize(const Tensor&, int64_t, double, double, const Tensor&, c
 void batchnorm_running_inverse(const Tensor&, const Tensor&, double, const Tensor&, const Tensor&) {
   unavailable("batchnorm_running_inverse");
 }
-void batchnorm_normalize(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t,
-                         const Tensor&) {
+void batchnorm_normalize(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
+                         int64_t, const Tensor&) {
   unavailable("batchnorm_normalize");
 }
 void batchnorm_backward_reduce(const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t,
                                const Tensor&, const Tensor&, const Tensor&) {
   unavailable("batchnorm_backward_reduce");
 }
-void batchnorm_backward_dx(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                           const Tensor&, int64_t, int64_t, const Tensor&) {
+void batchnorm_backward_dx(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                           const Tensor&, const Tensor&, int64_t, int64_t, const Tensor&) {
   unavailable("batchnorm_backward_dx");
 }
 void dropout_forward(const Tensor&, double, uint64_t, uint64_t, uint64_t, const Tensor&) {
   unavailable("dropout_forward");
 }
-ClassifyStats softmax_cross_entropy(const Tensor&, const Tensor&, int64_t, double, double, bool, const Tensor&) {
+ClassifyStats softmax_cross_entropy(const Tensor&, const Tensor&, int64_t, double, double, bool,
+                                    const Tensor&) {
   unavailable("softmax_cross_entropy");
 }
-double squared_error(const Tensor&, const Tensor&, int64_t, double, const Tensor&) { unavailable("squared_error"); }
+double squared_error(const Tensor&, const Tensor&, int64_t, double, const Tensor&) {
+  unavailable("squared_error");
+}
 
 bool cudnn_aligned(std::initializer_list<const Tensor*>) { unavailable("cudnn_aligned"); }
 void conv2d_forward(const Tensor&, const Tensor&, const Tensor&, const ConvGeometry&, const Tensor&) {
   unavailable("conv2d_forward");
 }
-void conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const ConvGeometry&, const Tensor&, const Tensor&,
-                     const Tensor&) {
+void conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const ConvGeometry&, const Tensor&,
+                     const Tensor&, const Tensor&) {
   unavailable("conv2d_backward");
 }
 
-void optim_update(const OptimHyper&, bool, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t,
-                  int64_t) {
+void optim_update(const OptimHyper&, bool, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                  int64_t, int64_t) {
   unavailable("optim_update");
 }
 int64_t unscale_grads(const Tensor&, const Tensor&, double) { unavailable("unscale_grads"); }

@@ -9,7 +9,9 @@ int cuda_device_count() { return 0; }
 DeviceInfo cuda_device_info(int) { throw UserError("this hpctrain was built without CUDA"); }
 std::string cuda_versions() { return "CUDA not built"; }
 
-void* device_alloc(size_t) { throw UserError("this hpctrain was built without CUDA: use --train.device cpu"); }
+void* device_alloc(size_t) {
+  throw UserError("this hpctrain was built without CUDA: use --train.device cpu");
+}
 void device_free(void*) {}
 DeviceMemoryStats device_memory_stats() { return {}; }
 void reset_device_memory_peak() {}

@@ -11,9 +11,12 @@ ActivationLayer::ActivationLayer(backend::Activation act, const LayerArgs& args)
 
 std::string ActivationLayer::spec() const {
   switch (act_) {
-    case backend::Activation::Relu: return "relu";
-    case backend::Activation::Gelu: return "gelu";
-    case backend::Activation::Tanh: return "tanh";
+    case backend::Activation::Relu:
+      return "relu";
+    case backend::Activation::Gelu:
+      return "gelu";
+    case backend::Activation::Tanh:
+      return "tanh";
   }
   return "?";
 }

@@ -106,7 +106,8 @@ void BatchNorm::backward(const Tensor& x, const Tensor&, const Tensor& dy, const
   backend::batchnorm_backward_reduce(x, dy, mean_, invstd_, channels_, spatial_, grad_sums_, dgamma_, dbeta_);
   if (!dx.defined()) return;
   if (!batch_stats_) {
-    backend::batchnorm_backward_dx(x, dy, mean_, invstd_, gamma_, Tensor(), Tensor(), channels_, spatial_, dx);
+    backend::batchnorm_backward_dx(x, dy, mean_, invstd_, gamma_, Tensor(), Tensor(), channels_, spatial_,
+                                   dx);
     return;
   }
   if (ctx.comm != nullptr) ctx.comm->allreduce(grad_sums_, dist::ReduceOp::Sum);

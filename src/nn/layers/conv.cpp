@@ -32,8 +32,9 @@ Shape Conv2d::build(const Shape& in, DType dtype) {
   geom_.width = in[2];
   const int64_t k = geom_.kernel, p = geom_.pad;
   if (k > geom_.height + 2 * p || k > geom_.width + 2 * p)
-    throw_layer_error(text_, "kernel " + std::to_string(k) + " larger than the " + std::to_string(geom_.height) +
-                                 "x" + std::to_string(geom_.width) + " input (pad " + std::to_string(p) + ")");
+    throw_layer_error(text_, "kernel " + std::to_string(k) + " larger than the " +
+                                 std::to_string(geom_.height) + "x" + std::to_string(geom_.width) +
+                                 " input (pad " + std::to_string(p) + ")");
   return Shape{out_, geom_.out_height(), geom_.out_width()};
 }
 

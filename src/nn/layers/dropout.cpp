@@ -34,7 +34,8 @@ void Dropout::forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) {
     backend::copy(x, y);
 }
 
-void Dropout::backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tensor& dx, const RunCtx& ctx) {
+void Dropout::backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tensor& dx,
+                       const RunCtx& ctx) {
   if (!dx.defined()) return;
   if (ctx.training && p_ > 0)
     backend::dropout_backward(dy, p_, ctx.seed, mask_stream(ctx), mask_offset(ctx, x), dx);

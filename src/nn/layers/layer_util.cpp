@@ -56,8 +56,11 @@ ArgReader::ArgReader(const LayerArgs& args, std::vector<std::string> names, bool
 int64_t ArgReader::to_int(const std::string& name, double value, int64_t min) const {
   if (!std::isfinite(value) || value != std::floor(value))
     fail(name + " must be a whole number, got " + number_text(value));
-  if (value < double(min)) fail(name + " must be at least " + std::to_string(min) + ", got " + number_text(value));
-  if (value > 1e12) fail(name + " is too large: " + number_text(value));
+  if (value < double(min))
+    fail(name + " must be at least " + std::to_string(min) + ", got " + number_text(value));
+  // 2^24: far above any real width, kernel or vocabulary, and small enough that a layer's
+  // buffers (BatchNorm allocates its statistics in build) and shape products stay sane.
+  if (value > double(1 << 24)) fail(name + " is too large: " + number_text(value) + " (at most 16777216)");
   return static_cast<int64_t>(value);
 }
 

@@ -7,6 +7,7 @@
 //   bn(eps=1e-5, momentum=0.1)          BatchNorm1d on [F] (or [C,L]), 2d on [C,H,W]
 //   relu  gelu  tanh  dropout(p)  flatten
 //   res(layer …)                        y = body(x) + shortcut(x)
+//   embed ln attn block lm_head         the GPT layers: declared in transformer.h
 //
 // Layers are declared here (rather than hidden in their .cpp files) so that
 // res can build its projection from them and tests can reach test hooks.
@@ -127,9 +128,9 @@ class BatchNorm final : public Layer {
   int64_t channels_ = 0, spatial_ = 1;
   Tensor gamma_, beta_, dgamma_, dbeta_;
   Tensor running_mean_, running_var_;
-  Tensor mean_, invstd_;     // what the last forward normalised with
-  Tensor stats_, grad_sums_; // F64 per-channel sums (the all-reduced quantities)
-  bool batch_stats_ = true;  // whether the last forward used batch statistics
+  Tensor mean_, invstd_;      // what the last forward normalised with
+  Tensor stats_, grad_sums_;  // F64 per-channel sums (the all-reduced quantities)
+  bool batch_stats_ = true;   // whether the last forward used batch statistics
 };
 
 // relu, gelu (tanh approximation), tanh.

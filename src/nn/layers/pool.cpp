@@ -28,12 +28,14 @@ Shape Pool2d::build(const Shape& in, DType) {
   geom_.channels = in[0];
   geom_.height = in[1];
   geom_.width = in[2];
-  const std::string k = std::to_string(geom_.kernel), hw = std::to_string(in[1]) + "x" + std::to_string(in[2]);
+  const std::string k = std::to_string(geom_.kernel),
+                    hw = std::to_string(in[1]) + "x" + std::to_string(in[2]);
   if (geom_.kernel > geom_.height || geom_.kernel > geom_.width)
     throw_layer_error(text_, "kernel " + k + " larger than the " + hw + " input");
   if ((geom_.height - geom_.kernel) % geom_.stride != 0 || (geom_.width - geom_.kernel) % geom_.stride != 0)
     throw_layer_error(text_, k + "x" + k + " windows with stride " + std::to_string(geom_.stride) +
-                                 " do not tile the " + hw + " input (the last rows or columns would be dropped)");
+                                 " do not tile the " + hw +
+                                 " input (the last rows or columns would be dropped)");
   return Shape{geom_.channels, geom_.out_height(), geom_.out_width()};
 }
 
@@ -70,7 +72,8 @@ void GlobalAvgPool::forward(const Tensor& x, const Tensor& y, const RunCtx&) {
   backend::spatial_mean_forward(x, spatial_, y);
 }
 
-void GlobalAvgPool::backward(const Tensor&, const Tensor&, const Tensor& dy, const Tensor& dx, const RunCtx&) {
+void GlobalAvgPool::backward(const Tensor&, const Tensor&, const Tensor& dy, const Tensor& dx,
+                             const RunCtx&) {
   if (dx.defined()) backend::spatial_mean_backward(dy, spatial_, dx);
 }
 

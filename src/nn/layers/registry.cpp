@@ -5,6 +5,7 @@
 
 #include "nn/layers/layer_util.h"
 #include "nn/layers/layers.h"
+#include "nn/layers/transformer.h"
 
 namespace hpc::nn {
 
@@ -27,14 +28,19 @@ Factory activation(backend::Activation act) {
 
 const std::map<std::string, Factory>& factories() {
   static const std::map<std::string, Factory> table{
+      {"attn", plain<CausalSelfAttention>()},
       {"avgpool", pool(Pool2d::Kind::Average)},
+      {"block", plain<GptBlock>()},
       {"bn", plain<BatchNorm>()},
       {"conv", plain<Conv2d>()},
       {"dropout", plain<Dropout>()},
+      {"embed", plain<Embedding>()},
       {"flatten", plain<Flatten>()},
       {"gap", plain<GlobalAvgPool>()},
       {"gelu", activation(backend::Activation::Gelu)},
       {"linear", plain<Linear>()},
+      {"lm_head", plain<TiedHead>()},
+      {"ln", plain<LayerNorm>()},
       {"maxpool", pool(Pool2d::Kind::Max)},
       {"relu", activation(backend::Activation::Relu)},
       {"res", plain<Residual>()},

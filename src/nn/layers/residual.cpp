@@ -64,7 +64,7 @@ Shape Residual::build_branch(Branch& b, const Shape& in, DType dtype) {
 
 Shape Residual::build(const Shape& in, DType dtype) {
   dtype_ = dtype;
-  const Shape out = build_branch(body_, in, dtype);
+  Shape out = build_branch(body_, in, dtype);  // not const: returned, so moved
   short_.layers.clear();
   if (out == in) return out;
   if (in.rank() == 3 && out.rank() == 3) {
@@ -74,7 +74,8 @@ Shape Residual::build(const Shape& in, DType dtype) {
     if (stride == 0)
       throw_layer_error(text_, "the body maps " + in.str() + " to " + out.str() +
                                    ", which no strided 1x1 projection of the input can match");
-    short_.layers.push_back(make_layer(args_of("conv", {double(out[0]), 1}, {{"stride", double(stride)}, {"bias", 0}})));
+    short_.layers.push_back(
+        make_layer(args_of("conv", {double(out[0]), 1}, {{"stride", double(stride)}, {"bias", 0}})));
   } else if (in.rank() == 1 && out.rank() == 1) {
     short_.layers.push_back(make_layer(args_of("linear", {double(out[0])}, {{"bias", 0}})));
   } else {
@@ -117,7 +118,8 @@ std::vector<std::pair<std::string, Tensor>> Residual::buffers() {
   std::vector<std::pair<std::string, Tensor>> out;
   for (auto [b, prefix] : {std::pair{&body_, "body."}, std::pair{&short_, "shortcut."}})
     for (size_t j = 0; j < b->layers.size(); ++j)
-      for (auto& [name, t] : b->layers[j]->buffers()) out.emplace_back(prefix + std::to_string(j) + "." + name, t);
+      for (auto& [name, t] : b->layers[j]->buffers())
+        out.emplace_back(prefix + std::to_string(j) + "." + name, t);
   return out;
 }
 
@@ -167,7 +169,8 @@ void Residual::forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) {
   backend::elementwise_add(body_out, act(short_, short_.layers.size() - 1, n, x.device()), y);
 }
 
-void Residual::backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tensor& dx, const RunCtx& ctx) {
+void Residual::backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tensor& dx,
+                        const RunCtx& ctx) {
   backward_branch(body_, x, dy, dx, ctx, 0);
   if (short_.layers.empty()) {
     if (dx.defined()) backend::elementwise_add(dx, dy, dx);

@@ -1,0 +1,210 @@
+// CPU transformer ops: embedding gathers, LayerNorm rows, and causal
+// attention as per-(sample, head) OpenBLAS GEMMs on strided views of the
+// packed qkv rows (no copies into per-head buffers).
+//
+// Attention keeps the T×T probability matrix of every (sample, head) for
+// backward (as PyTorch's unfused path does) instead of recomputing it as
+// flash attention would: on a CPU with T ≤ 1024 the matrices fit in memory,
+// and the GEMMs on them are where the time goes. The scores are computed as
+// a full Q·Kᵀ GEMM and masked afterwards: one large GEMM is faster than T
+// small triangular pieces, and the masked half never reaches the output
+// because its probabilities are exactly 0.
+#include "backend/cpu/transformer_ops.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <type_traits>
+
+#include "backend/dispatch.h"
+
+namespace hpc::backend::cpu {
+
+namespace {
+
+// Row-major GEMM on strided operands: C = alpha·op(A)·op(B) + beta·C.
+template <typename T>
+void gemm_ld(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+             int64_t ldb, T beta, T* c, int64_t ldc) {
+  const auto op_a = ta ? CblasTrans : CblasNoTrans;
+  const auto op_b = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, op_a, op_b, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c,
+                int(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, op_a, op_b, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c,
+                int(ldc));
+}
+
+// The token id at position i, checked: a float that is not an id in [0, vocab) is bad data.
+template <typename T>
+int64_t token_id(const T* ids, int64_t i, int64_t vocab) {
+  const T v = ids[i];
+  if (!(v >= T(0) && v < T(vocab) && v == std::floor(v)))
+    throw UserError("token " + std::to_string(double(v)) + " at position " + std::to_string(i) +
+                    " of the batch is not an id in the model's vocabulary [0, " + std::to_string(vocab) +
+                    ")");
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+void embedding_forward(const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& y) {
+  const int64_t c = wte.shape()[1], vocab = wte.shape()[0], bt = ids.count();
+  const int64_t t_len = ids.shape().rank() > 1 ? ids.shape()[1] : bt;
+  HPC_ASSERT(y.count() == bt * c && wpe.shape()[1] == c && wpe.shape()[0] >= t_len, "embedding: shapes");
+  dispatch_float(y.dtype(), "embedding_forward", [&]<typename T>() {
+    const T* id = ids.data<T>();
+    for (int64_t i = 0; i < bt; ++i) {
+      const T* tok = wte.data<T>() + token_id(id, i, vocab) * c;
+      const T* pos = wpe.data<T>() + (i % t_len) * c;
+      T* out = y.data<T>() + i * c;
+      for (int64_t j = 0; j < c; ++j) out[j] = tok[j] + pos[j];
+    }
+  });
+}
+
+void embedding_backward(const Tensor& ids, const Tensor& dy, const Tensor& dwte, const Tensor& dwpe) {
+  const int64_t c = dwte.shape()[1], vocab = dwte.shape()[0], bt = ids.count();
+  const int64_t t_len = ids.shape().rank() > 1 ? ids.shape()[1] : bt;
+  dispatch_float(dy.dtype(), "embedding_backward", [&]<typename T>() {
+    const T* id = ids.data<T>();
+    for (int64_t i = 0; i < bt; ++i) {
+      const T* g = dy.data<T>() + i * c;
+      T* tok = dwte.data<T>() + token_id(id, i, vocab) * c;
+      T* pos = dwpe.data<T>() + (i % t_len) * c;
+      for (int64_t j = 0; j < c; ++j) {
+        tok[j] += g[j];
+        pos[j] += g[j];
+      }
+    }
+  });
+}
+
+void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                       const Tensor& mean, const Tensor& rstd) {
+  const int64_t c = gamma.count(), rows = x.count() / c;
+  HPC_ASSERT(y.count() == x.count() && mean.count() >= rows && rstd.count() >= rows, "layernorm: shapes");
+  dispatch_float(y.dtype(), "layernorm_forward", [&]<typename T>() {
+    const T *g = gamma.data<T>(), *b = beta.data<T>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* in = x.data<T>() + r * c;
+      T* out = y.data<T>() + r * c;
+      double s = 0;
+      for (int64_t j = 0; j < c; ++j) s += in[j];
+      const double mu = s / double(c);
+      double v = 0;  // two passes: no E[x²] − E[x]² cancellation
+      for (int64_t j = 0; j < c; ++j) v += (in[j] - mu) * (in[j] - mu);
+      const T m = T(mu), rs = T(1.0 / std::sqrt(v / double(c) + eps));
+      for (int64_t j = 0; j < c; ++j) out[j] = (in[j] - m) * rs * g[j] + b[j];
+      mean.data<T>()[r] = m;
+      rstd.data<T>()[r] = rs;
+    }
+  });
+}
+
+void layernorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, bool accumulate, const Tensor& dgamma,
+                        const Tensor& dbeta) {
+  const int64_t c = gamma.count(), rows = x.count() / c;
+  HPC_ASSERT(dy.count() == x.count() && (!dx.defined() || dx.count() == x.count()), "layernorm: shapes");
+  dispatch_float(dy.dtype(), "layernorm_backward", [&]<typename T>() {
+    const T* g = gamma.data<T>();
+    T *dg = dgamma.data<T>(), *db = dbeta.data<T>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* in = x.data<T>() + r * c;
+      const T* d = dy.data<T>() + r * c;
+      const T m = mean.data<T>()[r], rs = rstd.data<T>()[r];
+      T sum_g = 0, sum_gx = 0;
+      for (int64_t j = 0; j < c; ++j) {
+        const T xhat = (in[j] - m) * rs;
+        const T gj = g[j] * d[j];
+        sum_g += gj;
+        sum_gx += gj * xhat;
+        dg[j] += d[j] * xhat;
+        db[j] += d[j];
+      }
+      if (!dx.defined()) continue;
+      const T mean_g = sum_g / T(c), mean_gx = sum_gx / T(c);
+      T* out = dx.data<T>() + r * c;
+      for (int64_t j = 0; j < c; ++j) {
+        const T v = rs * (g[j] * d[j] - mean_g - (in[j] - m) * rs * mean_gx);
+        out[j] = accumulate ? out[j] + v : v;
+      }
+    }
+  });
+}
+
+void attention_forward(const Tensor& qkv, int64_t heads, const Tensor& probs, const Tensor& out) {
+  const int64_t b_n = qkv.shape()[0], t_len = qkv.shape()[1], c3 = qkv.shape()[2], c = c3 / 3, d = c / heads;
+  HPC_ASSERT(c3 == 3 * c && c == heads * d && out.count() == b_n * t_len * c &&
+                 probs.count() >= b_n * heads * t_len * t_len,
+             "attention_forward: shapes");
+  dispatch_float(out.dtype(), "attention_forward", [&]<typename T>() {
+    const T scale = T(1.0 / std::sqrt(double(d)));
+    for (int64_t b = 0; b < b_n; ++b)
+      for (int64_t h = 0; h < heads; ++h) {
+        const T* q = qkv.data<T>() + b * t_len * c3 + h * d;
+        const T* k = q + c;
+        const T* v = q + 2 * c;
+        T* p = probs.data<T>() + (b * heads + h) * t_len * t_len;
+        gemm_ld<T>(false, true, t_len, t_len, d, scale, q, c3, k, c3, T(0), p, t_len);
+        for (int64_t t = 0; t < t_len; ++t) {
+          T* row = p + t * t_len;
+          T mx = row[0];
+          for (int64_t s = 1; s <= t; ++s) mx = std::max(mx, row[s]);
+          T sum = 0;
+          for (int64_t s = 0; s <= t; ++s) {
+            row[s] = std::exp(row[s] - mx);
+            sum += row[s];
+          }
+          const T inv = T(1) / sum;
+          for (int64_t s = 0; s <= t; ++s) row[s] *= inv;
+          for (int64_t s = t + 1; s < t_len; ++s) row[s] = T(0);
+        }
+        gemm_ld<T>(false, false, t_len, d, t_len, T(1), p, t_len, v, c3, T(0),
+                   out.data<T>() + b * t_len * c + h * d, c);
+      }
+  });
+}
+
+void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dout, int64_t heads,
+                        const Tensor& dqkv, const Tensor& scratch) {
+  const int64_t b_n = qkv.shape()[0], t_len = qkv.shape()[1], c3 = qkv.shape()[2], c = c3 / 3, d = c / heads;
+  HPC_ASSERT(
+      dqkv.count() == qkv.count() && dout.count() == b_n * t_len * c && scratch.count() >= t_len * t_len,
+      "attention_backward: shapes");
+  dispatch_float(dqkv.dtype(), "attention_backward", [&]<typename T>() {
+    const T scale = T(1.0 / std::sqrt(double(d)));
+    T* dp = scratch.data<T>();
+    for (int64_t b = 0; b < b_n; ++b)
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t base = b * t_len * c3 + h * d;
+        const T* q = qkv.data<T>() + base;
+        const T* k = q + c;
+        const T* v = q + 2 * c;
+        T* dq = dqkv.data<T>() + base;
+        T* dk = dq + c;
+        T* dv = dq + 2 * c;
+        const T* p = probs.data<T>() + (b * heads + h) * t_len * t_len;
+        const T* dgo = dout.data<T>() + b * t_len * c + h * d;
+        gemm_ld<T>(false, true, t_len, t_len, d, T(1), dgo, c, v, c3, T(0), dp, t_len);  // dP = dO·Vᵀ
+        gemm_ld<T>(true, false, t_len, d, t_len, T(1), p, t_len, dgo, c, T(0), dv, c3);  // dV = Pᵀ·dO
+        // Softmax backward per row, into dP's storage: dS = P ⊙ (dP − Σ P·dP); 0 above the diagonal.
+        for (int64_t t = 0; t < t_len; ++t) {
+          const T* pr = p + t * t_len;
+          T* g = dp + t * t_len;
+          T dot = 0;
+          for (int64_t s = 0; s <= t; ++s) dot += pr[s] * g[s];
+          for (int64_t s = 0; s <= t; ++s) g[s] = pr[s] * (g[s] - dot);
+          for (int64_t s = t + 1; s < t_len; ++s) g[s] = T(0);
+        }
+        gemm_ld<T>(false, false, t_len, d, t_len, scale, dp, t_len, k, c3, T(0), dq, c3);  // dQ = dS·K/√d
+        gemm_ld<T>(true, false, t_len, d, t_len, scale, dp, t_len, q, c3, T(0), dk, c3);  // dK = dSᵀ·Q/√d
+      }
+  });
+}
+
+}  // namespace hpc::backend::cpu

@@ -1,0 +1,253 @@
+// The test-only fault hook (src/dist/fault_injection.h) and what the code
+// at each I/O point does with the failure it injects, without MPI:
+// - HPCTRAIN_FAULT parsing: every kind and point, ranks, steps, lists, the
+//   older HPCTRAIN_TEST_STALL/_EXIT, and one-line errors for bad values;
+// - when a fault fires: rank, step (I/O faults stay on, others fire once),
+//   signals raised at the point;
+// - the checkpoint writer under ENOSPC at each of write, close, fsync and
+//   rename: IoError naming the path and "no space left on device", no
+//   temporary file left, the file already at that path untouched;
+// - MetricsLog under ENOSPC: one warning, whole lines only, a note when
+//   writing works again.
+// The end-to-end outcomes (exit codes, all ranks, resume) are in
+// tests/e2e/fault_*.sh.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "ckpt/checkpoint.h"
+#include "core/error.h"
+#include "dist/fault_injection.h"
+#include "train/metrics.h"
+
+namespace fs = std::filesystem;
+using namespace hpc;
+using namespace hpc::dist;
+
+namespace {
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/hpctrain-fault-test.XXXXXX";
+    path_ = ::mkdtemp(tmpl);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+  const std::string& str() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Every test leaves the process without a plan, whatever happens in it.
+class Faults : public ::testing::Test {
+ protected:
+  void TearDown() override { clear_faults(); }
+  static void install(const char* text, int rank) { install_faults(parse_faults(text), rank); }
+};
+
+std::atomic<int> usr1_count{0};
+extern "C" void count_usr1(int) { usr1_count.fetch_add(1); }
+
+ckpt::Checkpoint small_checkpoint(int64_t step) {
+  ckpt::Checkpoint c;
+  c.step = step, c.epoch = 0, c.step_in_epoch = step, c.consumed_samples = step * 8, c.total_steps = 100;
+  c.world_size = 1, c.batch_size = 8, c.accum_steps = 1, c.global_batch = 8, c.train_samples = 800;
+  c.spec = "flatten linear(3)";
+  c.input_shape = Shape{1, 2, 2};
+  c.params = Tensor(Shape{15}, DType::F32);
+  for (int64_t i = 0; i < 15; ++i) c.params.data<float>()[i] = 0.5f * static_cast<float>(i) + step;
+  c.param_entries = {{"1.linear.weight", 0, Shape{3, 4}}, {"1.linear.bias", 12, Shape{3}}};
+  c.optimizer = "sgd";
+  c.optimizer_steps = step;
+  c.seed = 42;
+  c.sampler_batch = step, c.dropout_step = step;
+  c.log_window = {{0, 0, 0, 0}};
+  c.config_ini = "[train]\nsteps = 100\n";
+  c.hpctrain_version = "test";
+  c.created_unix = 1700000000;
+  return c;
+}
+
+int count_tmp_files(const std::string& dir) {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp-") != std::string::npos) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_F(Faults, ParsesKindPointRankStep) {
+  std::vector<Fault> f =
+      parse_faults("enospc@ckpt_write:0:20,sigusr1@backward:1,eio@data_read,stall@step:*:4");
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_EQ(f[0].kind, FaultKind::Enospc);
+  EXPECT_EQ(f[0].point, FaultPoint::CkptWrite);
+  EXPECT_EQ(f[0].rank, 0);
+  EXPECT_EQ(f[0].step, 20);
+  EXPECT_EQ(f[1].kind, FaultKind::SigUsr1);
+  EXPECT_EQ(f[1].point, FaultPoint::Backward);
+  EXPECT_EQ(f[1].rank, 1);
+  EXPECT_EQ(f[1].step, 0);
+  EXPECT_EQ(f[2].rank, -1);
+  EXPECT_EQ(f[3].rank, -1);
+  EXPECT_EQ(f[3].step, 4);
+  EXPECT_EQ(f[0].text, "HPCTRAIN_FAULT=enospc@ckpt_write:0:20");
+  EXPECT_TRUE(parse_faults(nullptr).empty());
+  EXPECT_TRUE(parse_faults("").empty());
+  // Every point has a name that parses back to it, with some kind it takes.
+  for (const char* ok : {"sigterm@step", "sigint@allreduce", "enospc@ckpt_close", "enospc@ckpt_fsync",
+                         "enospc@ckpt_rename", "enospc@metrics", "exit@step:3:1", "sigint@ckpt_write"})
+    EXPECT_EQ(parse_faults(ok).size(), 1u) << ok;
+}
+
+TEST_F(Faults, OlderVariablesStillWork) {
+  std::vector<Fault> f = parse_faults(nullptr, "1:12", "0:3");
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].kind, FaultKind::Stall);
+  EXPECT_EQ(f[0].rank, 1);
+  EXPECT_EQ(f[0].step, 12);
+  EXPECT_EQ(f[0].text, "HPCTRAIN_TEST_STALL=1:12");  // tests/e2e/dist_failure.sh waits for this name
+  EXPECT_EQ(f[1].kind, FaultKind::Exit);
+  EXPECT_EQ(f[1].rank, 0);
+  EXPECT_EQ(f[1].step, 3);
+  for (const char* bad : {"1", "1:", ":3", "a:b", "1:0", "-1:3", "1:3x"})
+    EXPECT_THROW(parse_faults(nullptr, bad), UserError) << bad;
+}
+
+TEST_F(Faults, MalformedValuesAreOneLineErrors) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"enospc", "expected KIND@POINT"},
+      {"full@ckpt_write", "unknown kind 'full'"},
+      {"enospc@disk", "unknown point 'disk'"},
+      {"eio@ckpt_write", "'eio' cannot happen at 'ckpt_write'"},
+      {"enospc@data_read", "'enospc' cannot happen at 'data_read'"},
+      {"stall@backward", "'stall' cannot happen at 'backward'"},
+      {"sigusr1@metrics", "'sigusr1' cannot happen at 'metrics'"},
+      {"sigusr1@step:x", "RANK a rank or *"},
+      {"sigusr1@step:1:0", "STEP"},
+      {"sigusr1@step:-1:3", "RANK"},
+      {"sigusr1@step,", "expected KIND@POINT"},
+  };
+  for (const auto& [text, why] : cases) {
+    try {
+      parse_faults(text);
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const UserError& e) {
+      const std::string m = e.what();
+      EXPECT_NE(m.find(std::string("HPCTRAIN_FAULT='") + text + "'"), std::string::npos) << m;
+      EXPECT_NE(m.find(why), std::string::npos) << m;
+      EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    }
+  }
+}
+
+TEST_F(Faults, InertWithoutAPlan) {
+  clear_faults();
+  set_fault_step(5);
+  for (FaultPoint p : {FaultPoint::Step, FaultPoint::CkptWrite, FaultPoint::Metrics, FaultPoint::DataRead})
+    EXPECT_EQ(fault_at(p), 0);
+}
+
+TEST_F(Faults, IoFaultsStayOnFromTheirStepOnTheirRank) {
+  install("enospc@metrics:0:3,eio@data_read", 0);
+  set_fault_step(2);
+  EXPECT_EQ(fault_at(FaultPoint::Metrics), 0);
+  EXPECT_EQ(fault_at(FaultPoint::DataRead), EIO);  // no step: from the start
+  set_fault_step(3);
+  EXPECT_EQ(fault_at(FaultPoint::Metrics), ENOSPC);
+  set_fault_step(7);
+  EXPECT_EQ(fault_at(FaultPoint::Metrics), ENOSPC);  // a full disk stays full
+  EXPECT_EQ(fault_at(FaultPoint::CkptWrite), 0);     // another point
+  install("enospc@metrics:0:3", 1);                  // another rank
+  set_fault_step(5);
+  EXPECT_EQ(fault_at(FaultPoint::Metrics), 0);
+}
+
+TEST_F(Faults, SignalsAreRaisedOnceAtTheirStep) {
+  struct sigaction sa {
+  }, old{};
+  sa.sa_handler = count_usr1;
+  sigemptyset(&sa.sa_mask);
+  ASSERT_EQ(sigaction(SIGUSR1, &sa, &old), 0);
+  usr1_count = 0;
+  install("sigusr1@backward:2:4", 2);
+  set_fault_step(3);
+  EXPECT_EQ(fault_at(FaultPoint::Backward), 0);
+  EXPECT_EQ(usr1_count.load(), 0);
+  set_fault_step(4);
+  EXPECT_EQ(fault_at(FaultPoint::Allreduce), 0);
+  EXPECT_EQ(usr1_count.load(), 0);
+  EXPECT_EQ(fault_at(FaultPoint::Backward), 0);  // raise() delivers before it returns
+  EXPECT_EQ(usr1_count.load(), 1);
+  fault_at(FaultPoint::Backward);  // once per run, not once per layer
+  EXPECT_EQ(usr1_count.load(), 1);
+  sigaction(SIGUSR1, &old, nullptr);
+}
+
+// ENOSPC at each point of the write: IoError naming the path, no temporary
+// file, and the complete checkpoint already under that name still reads.
+TEST_F(Faults, CheckpointWriteDiskFullKeepsThePreviousFile) {
+  for (const char* point : {"ckpt_write", "ckpt_close", "ckpt_fsync", "ckpt_rename"}) {
+    SCOPED_TRACE(point);
+    TempDir dir;
+    const std::string path = dir / "ckpt-00000010.h5";
+    clear_faults();
+    ckpt::write_checkpoint(path, small_checkpoint(10));
+    install((std::string("enospc@") + point + ":0:20").c_str(), 0);
+    set_fault_step(20);
+    try {
+      ckpt::write_checkpoint(path, small_checkpoint(20));  // over the good file: the worst case
+      ADD_FAILURE() << "no error";
+    } catch (const IoError& e) {
+      EXPECT_EQ(e.exit_code(), EXIT_IO);
+      EXPECT_EQ(std::string(e.what()),
+                "cannot write checkpoint " + path + ": no space left on device (ENOSPC)");
+    }
+    EXPECT_EQ(count_tmp_files(dir.str()), 0);
+    clear_faults();
+    const ckpt::Checkpoint back = ckpt::read_checkpoint(path);
+    EXPECT_EQ(back.step, 10);
+    EXPECT_EQ(back.params.data<float>()[1], 10.5f);
+  }
+}
+
+TEST_F(Faults, MetricsOnAFullDiskWarnOnceAndKeepWholeLines) {
+  TempDir dir;
+  const std::string path = dir / "metrics.jsonl";
+  install("enospc@metrics:0:3", 0);
+  testing::internal::CaptureStderr();
+  {
+    train::MetricsLog log(path);
+    for (int64_t step = 1; step <= 6; ++step) {
+      set_fault_step(step);
+      if (step == 5) clear_faults();  // space freed
+      log.write(train::Record().add_int("step", step).add("loss", 0.5));
+    }
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(
+      err.find("hpctrain: warning: cannot write " + path + " (No space left on device): training continues"),
+      std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("warning", err.find("warning") + 1), std::string::npos)
+      << "warned more than once: " << err;
+  EXPECT_NE(err.find("can be written again; 2 record(s) before this one were lost"), std::string::npos)
+      << err;
+  std::ifstream in(path);
+  std::string line, steps;
+  while (std::getline(in, line)) {
+    EXPECT_EQ(line.front(), '{');
+    EXPECT_EQ(line.back(), '}');
+    steps += line.substr(line.find(':') + 2, 1);
+  }
+  EXPECT_EQ(steps, "1256");
+}
