@@ -232,6 +232,7 @@ fuzz-no-clang:
 # CPU-only (the nocuda/ stubs, no CUDA flags) and on FUZZ_JOBS cores whatever make was given.
 FUZZ_JOBS ?= 2
 fuzz:
+	@scripts/install-deps.sh --fuzz --no-test
 	@$(MAKE) --no-print-directory CUDA=0 -j$(FUZZ_JOBS) fuzz-build
 	@FUZZ_JOBS=$(FUZZ_JOBS) tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 

@@ -6,6 +6,7 @@
 #   scripts/install-deps.sh --slurm    also Slurm and munge (the Slurm end-to-end tests)
 #   scripts/install-deps.sh --bench    also PyTorch and matplotlib (make bench)
 #   scripts/install-deps.sh --lint     also clang-format, clang-tidy and cppcheck (make lint)
+#   scripts/install-deps.sh --fuzz     also clang and its runtimes with libFuzzer (make fuzz)
 #   scripts/install-deps.sh --no-test  only what building and running need (the container image)
 set -euo pipefail
 
@@ -28,6 +29,7 @@ for arg in "$@"; do
     --slurm) packages+=(slurm-wlm munge) ;;
     --bench) packages+=(python3-torch python3-matplotlib) ;;
     --lint) packages+=(clang-format clang-tidy cppcheck) ;;
+    --fuzz) packages+=(clang libclang-rt-dev) ;;  # libFuzzer and clang's sanitizer runtimes
     --no-test) with_tests=0 ;;
     *) echo "install-deps.sh: unknown option $arg" >&2; exit 2 ;;
   esac
