@@ -24,6 +24,7 @@
 #include "ckpt/checkpoint.h"
 #include "core/error.h"
 #include "dist/fault_injection.h"
+#include "temp_dir.h"
 #include "train/metrics.h"
 
 namespace fs = std::filesystem;
@@ -32,19 +33,7 @@ using namespace hpc::dist;
 
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/hpctrain-fault-test.XXXXXX";
-    path_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& str() const { return path_; }
-
- private:
-  std::string path_;
-};
+using hpc::test::TempDir;
 
 // Every test leaves the process without a plan, whatever happens in it.
 class Faults : public ::testing::Test {
@@ -199,7 +188,7 @@ TEST_F(Faults, CheckpointWriteDiskFullKeepsThePreviousFile) {
   for (const char* point : {"ckpt_write", "ckpt_close", "ckpt_fsync", "ckpt_rename"}) {
     SCOPED_TRACE(point);
     TempDir dir;
-    const std::string path = dir / "ckpt-00000010.h5";
+    const std::string path = dir.file("ckpt-00000010.h5");
     clear_faults();
     ckpt::write_checkpoint(path, small_checkpoint(10));
     install((std::string("enospc@") + point + ":0:20").c_str(), 0);
@@ -212,7 +201,7 @@ TEST_F(Faults, CheckpointWriteDiskFullKeepsThePreviousFile) {
       EXPECT_EQ(std::string(e.what()),
                 "cannot write checkpoint " + path + ": no space left on device (ENOSPC)");
     }
-    EXPECT_EQ(count_tmp_files(dir.str()), 0);
+    EXPECT_EQ(count_tmp_files(dir.path()), 0);
     clear_faults();
     const ckpt::Checkpoint back = ckpt::read_checkpoint(path);
     EXPECT_EQ(back.step, 10);
@@ -222,7 +211,7 @@ TEST_F(Faults, CheckpointWriteDiskFullKeepsThePreviousFile) {
 
 TEST_F(Faults, MetricsOnAFullDiskWarnOnceAndKeepWholeLines) {
   TempDir dir;
-  const std::string path = dir / "metrics.jsonl";
+  const std::string path = dir.file("metrics.jsonl");
   install("enospc@metrics:0:3", 0);
   testing::internal::CaptureStderr();
   {
