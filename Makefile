@@ -201,8 +201,9 @@ $(BUILD)/tests/sanitizers/%: $(BUILD)/obj/tests/sanitizers/%.o $(LIB)
 	$(MPICXX) $(CXXFLAGS) $^ -o $@ -lgtest $(LDLIBS)
 
 # ---- fuzzing (tests/fuzz/; README "Fuzzing") ---------------------------------
-#   make fuzz [FUZZ_SECONDS=30]   build the libFuzzer targets with clang in $(FUZZ_BUILD) and
-#                                 run each for FUZZ_SECONDS, two at a time (tests/fuzz/run.sh)
+#   make fuzz [FUZZ_SECONDS=30] [FUZZ_SEED=0]  build the libFuzzer targets with clang in $(FUZZ_BUILD) and
+#                                 run each for FUZZ_SECONDS, two at a time (tests/fuzz/run.sh);
+#                                 FUZZ_SEED fixes libFuzzer's seed (0: random; CI uses 1)
 # Only the sources the targets exercise are compiled (no dist/, train/, doctor/, CUDA),
 # instrumented for coverage, ASan and UBSan. `make test` replays every corpus and
 # regression input through the same target sources built by mpicxx with a plain main()
@@ -210,6 +211,7 @@ $(BUILD)/tests/sanitizers/%: $(BUILD)/obj/tests/sanitizers/%.o $(LIB)
 FUZZ_BUILD   ?= build-fuzz
 FUZZ_CXX     ?= clang++
 FUZZ_SECONDS ?= 30
+FUZZ_SEED    ?= 0
 FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.cpp,%,$(sort $(wildcard tests/fuzz/fuzz_*.cpp)))
 FUZZ_FLAGS   := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
                 -fno-sanitize-recover=undefined -std=c++20 -pthread -MMD -MP
@@ -234,7 +236,7 @@ FUZZ_JOBS ?= 2
 fuzz:
 	@scripts/install-deps.sh --fuzz --no-test
 	@$(MAKE) --no-print-directory CUDA=0 -j$(FUZZ_JOBS) fuzz-build
-	@FUZZ_JOBS=$(FUZZ_JOBS) tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+	@FUZZ_JOBS=$(FUZZ_JOBS) FUZZ_SEED=$(FUZZ_SEED) tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 $(FUZZ_BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(@D)

@@ -6,7 +6,8 @@
 #              training run with checkpoint save + resume under ASan + UBSan,
 #              LeakSanitizer clean at every exit (scripts/sanitize.sh)
 #   tsan       make tsan-test: loader, dist and the MPI programs under TSan
-#   fuzz       make fuzz FUZZ_SECONDS=30, where the Makefile has that target
+#   fuzz       make fuzz FUZZ_SECONDS=30 FUZZ_SEED=1 (a fixed seed: a finding
+#              reproduces locally with the same seed and a fresh work corpus)
 #   cpu-build  plain (-O3) CUDA=0 build of hpctrain and hpcdata: only with
 #              CI_CPU_BUILD=1. By default the ASan build stands in for it: it
 #              compiles every source of the CUDA=0 configuration (the nocuda/
@@ -23,6 +24,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 stages=${CI_EXTRA_STAGES:-lint asan tsan fuzz cpu-build}
 FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+FUZZ_SEED=${FUZZ_SEED:-1}
 jobs=${SAN_JOBS:-2}
 
 passed=0 failed=0 skipped=0
@@ -53,7 +55,7 @@ for s in $stages; do
     tsan) stage tsan make --no-print-directory SAN_JOBS="$jobs" tsan-test ;;
     fuzz)
       if make -n fuzz FUZZ_SECONDS="$FUZZ_SECONDS" >/dev/null 2>&1; then
-        stage fuzz make --no-print-directory fuzz FUZZ_SECONDS="$FUZZ_SECONDS"
+        stage fuzz make --no-print-directory fuzz FUZZ_SECONDS="$FUZZ_SECONDS" FUZZ_SEED="$FUZZ_SEED"
       else
         skip fuzz "the Makefile has no 'fuzz' target yet"
       fi

@@ -248,16 +248,45 @@ void throw_read_error(const std::string& what, const std::string& rows, int err,
   throw IoError(what + ": reading " + rows + " failed: " + std::strerror(err) + (err == EIO ? " (EIO)" : ""));
 }
 
+void check_written(hid_t dataset, const std::string& what) {
+  auto lock = h5_lock();
+  H5QuietErrors quiet;
+  H5Handle dcpl = H5Handle::plist(h5_check(H5Dget_create_plist(dataset), what + ": cannot read its layout"));
+  const H5D_layout_t layout = H5Pget_layout(dcpl.id());
+  if (layout == H5D_CONTIGUOUS && H5Pget_external_count(dcpl.id()) == 0 &&
+      H5Dget_offset(dataset) == HADDR_UNDEF)
+    throw UserError(what + ": its data was never written (an interrupted conversion?); write it again");
+  if (layout != H5D_CHUNKED) return;
+  // HDF5 reads a chunk that was never written as fill values, so a file of a
+  // few bytes can claim 2^40 rows that validation would scan for days.
+  H5Handle space = H5Handle::space(h5_check(H5Dget_space(dataset), what + ": cannot read its shape"));
+  const int rank = h5_check(H5Sget_simple_extent_ndims(space.id()), what + ": cannot read its shape");
+  std::vector<hsize_t> dims(static_cast<size_t>(rank)), chunk(static_cast<size_t>(rank));
+  h5_check(H5Sget_simple_extent_dims(space.id(), dims.data(), nullptr), what + ": cannot read its shape");
+  h5_check(H5Pget_chunk(dcpl.id(), rank, chunk.data()), what + ": cannot read its chunk shape");
+  hsize_t expected = 1;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const hsize_t per_dim = chunk[d] ? (dims[d] + chunk[d] - 1) / chunk[d] : 0;
+    expected = per_dim && expected > UINT64_MAX / per_dim ? UINT64_MAX : expected * per_dim;
+  }
+  hsize_t stored = 0;
+  h5_check(H5Dget_num_chunks(dataset, space.id(), &stored), what + ": cannot count its chunks");
+  if (stored < expected)
+    throw UserError(what + ": only " + std::to_string(stored) + " of its " + std::to_string(expected) +
+                    " chunks were ever written (an interrupted conversion?); write it again");
+}
+
 std::unique_ptr<SampleSource> open_source(hid_t file, const SourceRequest& r) {
   HPC_ASSERT(r.rows > 0 && r.row_bytes > 0, "open_source of an empty dataset");
   if (r.row_bytes > INT64_MAX / r.rows) throw UserError(r.what + ": its size overflows 64 bits");
   auto lock = h5_lock();
   H5QuietErrors quiet;
+  H5Handle dapl = h5_dataset_access(r.what);
+  H5Handle dset =
+      H5Handle::dataset(h5_check(H5Dopen2(file, r.name.c_str(), dapl.id()), r.what + ": cannot open"));
+  check_written(dset.id(), r.what);
   std::string why_not = "not mapped (disabled by the caller)";
   if (r.allow_mmap) {
-    H5Handle dapl = h5_dataset_access(r.what);
-    H5Handle dset =
-        H5Handle::dataset(h5_check(H5Dopen2(file, r.name.c_str(), dapl.id()), r.what + ": cannot open"));
     MmapCheck c = check_mmap(dset.id(), r.mem_type);
     // Behind an external link the data lives in another file, whose name
     // HDF5 resolved by its own search rules: read it through HDF5 instead.

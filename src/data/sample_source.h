@@ -73,9 +73,15 @@ struct SourceRequest {
   std::string what;        // "data file 'PATH': /train/x", the prefix of every error
 };
 
+// Throws UserError naming `what` when the dataset's data was never written
+// (contiguous and unallocated) or only partly (chunked, fewer chunks stored
+// than its shape needs): HDF5 would read the rest as fill values, and a file
+// of a few bytes could claim rows that validation would scan for days.
+void check_written(hid_t dataset, const std::string& what);
+
 // Opens `request.name` in `file` as a Mapped source when check_mmap allows
 // it, else as a Read source. Throws UserError naming request.what, e.g. when
-// the data lies past the end of a truncated file.
+// the data lies past the end of a truncated file or was never written.
 std::unique_ptr<SampleSource> open_source(hid_t file, const SourceRequest& request);
 
 // "rows 40 to 103" for a run, "64 samples (rows 12 to 9987)" for a gather of

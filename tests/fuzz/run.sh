@@ -10,6 +10,9 @@
 # makes this script exit 1: replay it with `FUZZ_BUILD/fuzz_NAME FILE`,
 # fix the parser and copy it into tests/fuzz/regressions/NAME/.
 # FUZZ_JOBS (default 2) targets run at once; FUZZ_FLAGS adds libFuzzer flags.
+# FUZZ_SEED (default 0: a new random seed each run) fixes libFuzzer's seed:
+# CI uses 1, so a CI run explores the same inputs as a local run with that
+# seed and a fresh work corpus, only fewer of them on a slower machine.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${1:?usage: run.sh FUZZ_BUILD SECONDS [NAME...]}
@@ -51,7 +54,7 @@ run_one() {
   # lifetime, which LeakSanitizer's per-input check reports as leaks.
   OPENBLAS_NUM_THREADS=1 HDF5_USE_FILE_LOCKING=FALSE \
     ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    nice -n "${FUZZ_NICE:-0}" "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+    nice -n "${FUZZ_NICE:-0}" "$bin" -max_total_time="$seconds" -timeout=10 -seed="${FUZZ_SEED:-0}" -rss_limit_mb=2048 \
     -malloc_limit_mb=1024 -max_len="$(max_len "$name")" -print_final_stats=1 \
     -artifact_prefix="$findings/" "${dict[@]}" ${FUZZ_FLAGS:-} "${dirs[@]}" >"$log" 2>&1
   echo $? >"$build/logs/$name.rc"

@@ -249,6 +249,60 @@ TEST(H5DatasetReadPaths, ValidationFindsTheSameProblemsThroughH5Dread) {
   }
 }
 
+// Data that was never written (or only partly) is refused when the file is
+// opened, before validation would scan fill values: a file of a few KiB
+// claiming 2^40 rows would otherwise keep every rank busy for days.
+TEST(H5DatasetReadPaths, UnwrittenDataIsRefusedAtOpen) {
+  TempDir dir;
+  struct Case {
+    const char* name;
+    hsize_t rows, chunk_rows;  // chunk_rows 0: contiguous
+    hsize_t written_rows;
+    const char* want;
+  };
+  const Case cases[] = {
+      {"claim.h5", hsize_t(1) << 40, 1, 0, "/train/x: only 0 of its 1099511627776 chunks were ever written"},
+      {"partial.h5", 100, 10, 45, "/train/x: only 5 of its 10 chunks were ever written"},
+      {"contiguous.h5", 100, 0, 0, "/train/x: its data was never written"},
+  };
+  for (const Case& c : cases) {
+    const std::string path = dir.file(c.name);
+    {
+      H5Handle f = H5Handle::file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+      H5Handle lcpl = H5Handle::plist(H5Pcreate(H5P_LINK_CREATE));
+      H5Pset_create_intermediate_group(lcpl.id(), 1);
+      H5Handle dcpl = H5Handle::plist(H5Pcreate(H5P_DATASET_CREATE));
+      const hsize_t dims[2] = {c.rows, 3}, chunk[2] = {c.chunk_rows, 3};
+      if (c.chunk_rows) H5Pset_chunk(dcpl.id(), 2, chunk);
+      H5Handle xs = H5Handle::space(H5Screate_simple(2, dims, nullptr));
+      H5Handle x = H5Handle::dataset(
+          H5Dcreate2(f.id(), "/train/x", H5T_IEEE_F32LE, xs.id(), lcpl.id(), dcpl.id(), H5P_DEFAULT));
+      ASSERT_TRUE(x.valid()) << c.name;
+      if (c.written_rows) {
+        const hsize_t start[2] = {0, 0}, count[2] = {c.written_rows, 3};
+        H5Sselect_hyperslab(xs.id(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+        H5Handle ms = H5Handle::space(H5Screate_simple(2, count, nullptr));
+        const std::vector<float> ones(c.written_rows * 3, 1.0f);
+        ASSERT_GE(H5Dwrite(x.id(), H5T_NATIVE_FLOAT, ms.id(), xs.id(), H5P_DEFAULT, ones.data()), 0);
+      }
+      H5Handle ydcpl = H5Handle::plist(H5Pcreate(H5P_DATASET_CREATE));
+      if (c.chunk_rows) H5Pset_chunk(ydcpl.id(), 1, chunk);
+      H5Handle ys = H5Handle::space(H5Screate_simple(1, dims, nullptr));
+      H5Handle y = H5Handle::dataset(
+          H5Dcreate2(f.id(), "/train/y", H5T_STD_I32LE, ys.id(), lcpl.id(), ydcpl.id(), H5P_DEFAULT));
+      ASSERT_TRUE(y.valid()) << c.name;
+    }
+    for (bool mmap : {true, false}) {
+      try {
+        const H5Dataset ds(path, "train", OpenOptions{true, mmap});
+        ADD_FAILURE() << c.name << ": unwritten data accepted";
+      } catch (const UserError& e) {
+        EXPECT_NE(std::string(e.what()).find(c.want), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
 TEST(SampleSource, ScanRowsVisitsEveryRowOnceInBlocks) {
   TempDir dir;
   const Data d = make_data(1000, 5, 4);
