@@ -6,7 +6,9 @@
 // decompressed) into a new file written by the pack pipeline: contiguous,
 // little-endian, 4 KiB-aligned, the dtype kept (uint8 stays uint8), with
 // scale/mean/std and num_classes carried over. Other objects in IN are
-// listed as not copied. OUT may be IN itself with --force: the new file is
+// listed as not copied. A token file (/SPLIT/tokens, `pack --from text`) is
+// repacked the same way, ids validated against the vocabulary, vocab_size
+// and tokenizer kept. OUT may be IN itself with --force: the new file is
 // renamed over the old one only when complete.
 #include <cstdio>
 #include <memory>
@@ -17,6 +19,7 @@
 #include "data/h5_dataset.h"
 #include "data/h5_handle.h"
 #include "data/sample_source.h"
+#include "data/token_dataset.h"
 
 namespace hpc::data_tools {
 
@@ -60,9 +63,46 @@ Split split_of(const std::shared_ptr<H5Handle>& file, const std::string& in, con
   return s;
 }
 
+// A token file (/SPLIT/tokens): each split validated as hpctrain would (ids inside the vocabulary), then
+// streamed through hpctrain's reader into a contiguous dataset of the same dtype, with vocab_size and
+// tokenizer carried over.
+void repack_tokens(const std::string& in, const std::string& out, bool force) {
+  std::vector<std::pair<std::string, std::unique_ptr<data::TokenDataset>>> splits;
+  for (const char* split : {"train", "val"})
+    if (data::TokenDataset::has_tokens(in, split))
+      splits.emplace_back(split, std::make_unique<data::TokenDataset>(in, split, 1));
+  DatasetWriter w(out, force);
+  auto lock = data::h5_lock();
+  data::H5QuietErrors quiet;
+  auto file = std::make_shared<H5Handle>(data::h5_open_read_only(in));
+  for (const auto& [split, ds] : splits) {
+    const std::string name = "/" + split + "/tokens";
+    const DType dtype = ds->token_dtype();
+    const int64_t n = ds->num_tokens(), esize = static_cast<int64_t>(dtype_size(dtype));
+    if (!ds->mapped())
+      for (const std::string& u : ds->unmapped()) std::printf("repack: %s → contiguous\n", u.c_str());
+    Array src = source_array(file, in, name, dtype == DType::U16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_INT32,
+                             dtype, Shape{n});
+    w.create(name, dtype, Shape{n});
+    constexpr int64_t BLOCK = int64_t{1} << 20;
+    std::vector<char> buf(static_cast<size_t>(std::min(n, BLOCK) * esize));
+    for (int64_t at = 0; at < n; at += BLOCK) {
+      const int64_t count = std::min(BLOCK, n - at);
+      src.read(at, count, buf.data());
+      w.write_rows(name, at, count, buf.data());
+    }
+    w.set_attr(name, "vocab_size", ds->vocab());
+    if (!ds->tokenizer().empty()) w.set_attr(name, "tokenizer", ds->tokenizer());
+  }
+  w.commit();
+  std::printf("wrote %s: token data (%s), contiguous\n", w.path().c_str(),
+              splits.size() == 2 ? "train and val" : splits.front().first.c_str());
+}
+
 }  // namespace
 
 void repack(const std::string& in, const std::string& out, bool force) {
+  if (data::TokenDataset::is_token_file(in)) return repack_tokens(in, out, force);
   // Validate before touching the output: a bad IN leaves no trace.
   std::unique_ptr<data::H5Dataset> train, val;
   if (data::H5Dataset::has_split(in, "train")) train = std::make_unique<data::H5Dataset>(in, "train");

@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "data/h5_handle.h"
 #include "data/sample_source.h"
+#include "dist/fault_injection.h"
 
 namespace hpc::data {
 
@@ -235,6 +236,17 @@ void TokenDataset::gather(const int64_t* indices, int64_t n, const Tensor& x, co
   // (ReadSource merges them into runs of consecutive tokens).
   std::vector<std::byte> staged;
   const std::byte* rows = src_->data();
+  // Test-only (HPCTRAIN_FAULT eio@data_read), as in H5Dataset::gather: the mapped path's stand-in for a
+  // failed read (the H5Dread path has its hook in ReadSource).
+  if (rows)
+    if (const int err = dist::fault_at(dist::FaultPoint::DataRead)) {
+      const int64_t first = *std::min_element(indices, indices + n) * t;
+      const int64_t last = *std::max_element(indices, indices + n) * t + t;
+      throw_read_error(what_,
+                       std::to_string(n) + " windows (tokens " + std::to_string(first) + " to " +
+                           std::to_string(last) + ")",
+                       err);
+    }
   if (!rows) {
     std::vector<int64_t> positions;
     positions.reserve(static_cast<size_t>(n * (t + 1)));

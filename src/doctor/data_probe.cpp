@@ -1,8 +1,9 @@
 // probe_data() (see data_probe.h).
 //
-// H5Dataset maps contiguous datasets and reads nothing else up front, so
-// opening even a large file here costs what training's start-up costs: the
-// validation scan of the first samples.
+// H5Dataset and TokenDataset map contiguous datasets and read nothing else
+// up front, so opening even a large file here costs what training's
+// start-up costs: the validation scan of the first samples (for a token
+// file, of its token ids against the vocabulary).
 #include "doctor/data_probe.h"
 
 #include <cstdlib>
@@ -11,11 +12,25 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "data/h5_dataset.h"
+#include "data/token_dataset.h"
 #include "doctor/probes.h"
 
 namespace hpc::doctor {
 
 namespace {
+
+SplitFacts split_facts(const data::TokenDataset& d) {
+  SplitFacts s;
+  s.name = d.split();
+  s.tokens = true;
+  s.samples = d.num_tokens();
+  s.sample_shape = "token";
+  s.dtype = dtype_name(d.token_dtype());
+  s.num_classes = d.vocab();
+  s.mapped = d.mapped();
+  for (const std::string& why : d.unmapped()) s.why_not += (s.why_not.empty() ? "" : "; ") + why;
+  return s;
+}
 
 SplitFacts split_facts(const data::H5Dataset& d) {
   SplitFacts s;
@@ -39,11 +54,17 @@ DataFacts probe_data(const std::string& path, const std::string& val_path) {
   f.locking_env = locking ? locking : "(unset)";
   f.filesystem = filesystem_type(path);
   try {
-    data::H5Dataset train(path, "train");
-    f.splits.push_back(split_facts(train));
     const std::string val_file = val_path.empty() ? path : val_path;
-    if (data::H5Dataset::has_split(val_file, "val"))
-      f.splits.push_back(split_facts(data::H5Dataset(val_file, "val")));
+    if (data::TokenDataset::is_token_file(path)) {
+      // Windows of one token: every token is validated whatever model.context the run will use.
+      f.splits.push_back(split_facts(data::TokenDataset(path, "train", 1)));
+      if (data::TokenDataset::has_tokens(val_file, "val"))
+        f.splits.push_back(split_facts(data::TokenDataset(val_file, "val", 1)));
+    } else {
+      f.splits.push_back(split_facts(data::H5Dataset(path, "train")));
+      if (data::H5Dataset::has_split(val_file, "val"))
+        f.splits.push_back(split_facts(data::H5Dataset(val_file, "val")));
+    }
     f.opens = true;
   } catch (const Error& e) {
     f.error = e.what();

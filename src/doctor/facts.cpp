@@ -92,7 +92,7 @@ void io(Io& a, T& v) {
     a.item(v.device), a.item(v.port), a.item(v.state), a.item(v.rate), a.item(v.link_layer);
   } else if constexpr (std::is_same_v<U, SplitFacts>) {
     a.item(v.name), a.item(v.samples), a.item(v.sample_shape), a.item(v.dtype), a.item(v.num_classes),
-        a.item(v.mapped), a.item(v.why_not);
+        a.item(v.mapped), a.item(v.why_not), a.item(v.tokens);
   } else if constexpr (std::is_same_v<U, DataFacts>) {
     a.item(v.checked), a.item(v.path), a.item(v.opens), a.item(v.error), a.item(v.filesystem);
     io_list(a, v.splits);

@@ -52,6 +52,7 @@ struct SplitFacts {
   int64_t num_classes = 0;   // 0 for regression targets
   bool mapped = false;       // x and y memory-mapped (else read with H5Dread, slower)
   std::string why_not;       // the unmapped datasets and why, "; "-separated
+  bool tokens = false;  // a token stream (/SPLIT/tokens): samples counts tokens, num_classes the vocabulary
 };
 
 // --data.path as seen from one node (checked by local rank 0 of each node).

@@ -86,11 +86,17 @@ void data_text(std::string& out, const Report& r) {
     out += "  " + d.path + where + " (" + d.filesystem + "): opens and validates\n";
     if (f.rank != 0) continue;
     for (const SplitFacts& s : d.splits)
-      out +=
-          format("  /%-6s %lld samples of %s %s%s, %s\n", s.name.c_str(), static_cast<long long>(s.samples),
-                 s.sample_shape.c_str(), s.dtype.c_str(),
-                 s.num_classes ? format(", %lld classes", static_cast<long long>(s.num_classes)).c_str() : "",
-                 s.mapped ? "memory-mapped" : ("not memory-mapped: " + s.why_not).c_str());
+      if (s.tokens)
+        out +=
+            format("  /%-6s %lld tokens of %s, vocabulary %lld, %s\n", s.name.c_str(),
+                   static_cast<long long>(s.samples), s.dtype.c_str(), static_cast<long long>(s.num_classes),
+                   s.mapped ? "memory-mapped" : ("not memory-mapped: " + s.why_not).c_str());
+      else
+        out += format(
+            "  /%-6s %lld samples of %s %s%s, %s\n", s.name.c_str(), static_cast<long long>(s.samples),
+            s.sample_shape.c_str(), s.dtype.c_str(),
+            s.num_classes ? format(", %lld classes", static_cast<long long>(s.num_classes)).c_str() : "",
+            s.mapped ? "memory-mapped" : ("not memory-mapped: " + s.why_not).c_str());
     out +=
         "  HDF5 file locking: off for hpctrain (it opens data read-only with locking disabled); "
         "HDF5_USE_FILE_LOCKING " +

@@ -109,7 +109,10 @@ void json_data(Json& j, const Report& r) {
     j.str("filesystem", d.filesystem).str("hdf5_use_file_locking", d.locking_env).open("splits", '[');
     for (const SplitFacts& s : d.splits) {
       j.open("", '{').str("split", s.name).num("samples", s.samples).str("sample_shape", s.sample_shape);
-      j.str("dtype", s.dtype).num("num_classes", s.num_classes).boolean("mmap", s.mapped);
+      j.str("dtype", s.dtype)
+          .num("num_classes", s.num_classes)
+          .boolean("mmap", s.mapped)
+          .boolean("tokens", s.tokens);
       j.str("not_mapped_because", s.why_not).close('}');
     }
     j.close(']').close('}');

@@ -195,6 +195,10 @@ std::string Model::summary() const {
   std::snprintf(line, sizeof line, "  total parameters: %lld (%.2f MiB as %s)\n",
                 static_cast<long long>(params_.count()), params_.num_bytes() / 1048576.0, dtype_name(dtype_));
   s << line;
+  // Counted multiply-adds ×2 of the layers with a forward_flops(); `make bench` turns it into GFLOP/s.
+  std::snprintf(line, sizeof line, "  forward: %.3f MFLOP per sample (a training step is about 3x that)\n",
+                static_cast<double>(forward_flops()) / 1e6);
+  s << line;
   return s.str();
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest-timeout: 120
+# ctest-timeout: 180
 # Language-model data end to end:
 #   * hpcdata pack --from text: the tokens are the files' bytes in order (checked
 #     with h5py against the files), uint16, contiguous and 4 KiB-aligned, with
@@ -8,7 +8,11 @@
 #   * every bad input exits 2 with one "hpcdata:" line and leaves no output;
 #   * hpctrain refuses mismatched data and models with one line, exit 2 (a
 #     gpt preset on image data, a classifier on tokens, a context longer
-#     than the text, a token outside the vocabulary).
+#     than the text, a token outside the vocabulary);
+#   * the other tools understand token files: hpcdata repack (chunked + gzip →
+#     contiguous, same tokens and attributes; a bad file refused), hpctrain
+#     doctor (a token line per split), and an EIO reading mapped tokens
+#     (HPCTRAIN_FAULT eio@data_read) ends in exit 74 naming the windows.
 source "$(dirname "$0")/lib.bash"
 H="$BUILD/hpcdata"
 hp="$BUILD/hpctrain"
@@ -100,3 +104,43 @@ expect_exit 2 "data file '$TMP/bad.h5': /train/tokens: token 300 at index 100 is
   "$hp" --data.path "$TMP/bad.h5" --model.preset gpt-tiny --model.context 16 "${common[@]}"
 expect_exit 2 "the data has 301 token ids but model.vocab is 256" \
   "$hp" --data.path "$TMP/novocab.h5" --model.preset gpt-tiny --model.context 16 "${common[@]}"
+
+# ---- token files in the other tools: repack, doctor, the data_read fault hook
+$PYTHON - "$TMP/t.h5" "$TMP/tchunked.h5" <<'PY'
+import sys
+import h5py
+with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2], "w") as b:
+    for split in ("train", "val"):
+        d = a[split]["tokens"]
+        b.create_dataset(f"{split}/tokens", data=d[:], chunks=(1000,), compression="gzip").attrs.update(d.attrs)
+PY
+"$H" repack "$TMP/tchunked.h5" "$TMP/trepacked.h5" > "$TMP/repack.out" || { cat "$TMP/repack.out"; fail "repack of a token file"; }
+grep -q "repack: /train/tokens (chunked, filters: deflate) → contiguous" "$TMP/repack.out" || { cat "$TMP/repack.out"; fail "repack report"; }
+$PYTHON - "$TMP/t.h5" "$TMP/trepacked.h5" <<'PY' || fail "repacked tokens differ or are not contiguous"
+import sys
+import h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2], "r") as b:
+    for split in ("train", "val"):
+        x, y = a[split]["tokens"], b[split]["tokens"]
+        assert y.dtype == np.uint16 and np.array_equal(x[:], y[:]), split
+        assert y.chunks is None and y.compression is None and y.id.get_offset() % 4096 == 0, split
+        assert y.attrs["vocab_size"] == 256 and y.attrs["tokenizer"] in (b"byte", "byte"), dict(y.attrs)
+PY
+pass "repack: a chunked + gzip token file → contiguous, same tokens and attributes"
+expect_exit 2 "data file '$TMP/bad.h5': /train/tokens: token 300 at index 100 is outside \[0, 256\)" \
+  "$H" repack "$TMP/bad.h5" "$TMP/never.h5"
+[ ! -e "$TMP/never.h5" ] || fail "repack of a bad token file left an output"
+
+"$hp" doctor --data.path "$TMP/t.h5" --run.dir "$TMP/drun" > "$TMP/doctor.out" 2>&1 || { cat "$TMP/doctor.out"; fail "doctor on a token file"; }
+grep -Eq "^  /train +[0-9]+ tokens of uint16, vocabulary 256, memory-mapped" "$TMP/doctor.out" || { cat "$TMP/doctor.out"; fail "doctor: /train token line"; }
+grep -Eq "^  /val +[0-9]+ tokens of uint16, vocabulary 256, memory-mapped" "$TMP/doctor.out" || { cat "$TMP/doctor.out"; fail "doctor: /val token line"; }
+pass "doctor: $(grep -E '^  /train ' "$TMP/doctor.out" | sed 's/^ *//')"
+
+rc=0
+HPCTRAIN_FAULT="eio@data_read:0:3" timeout 60 "$hp" --data.path "$TMP/t.h5" --model.preset gpt-tiny --model.context 16 \
+  --train.steps 40 --train.batch_size 4 --log.progress none --run.dir "$TMP/eio" > "$TMP/eio.out" 2> "$TMP/eio.err" || rc=$?
+[ $rc -eq 74 ] || { cat "$TMP/eio.out" "$TMP/eio.err"; fail "EIO on a token file: exit $rc, want 74"; }
+# (the loader reads ahead: the failing read may be a later training batch or the evaluation's)
+grep -Eq "^hpctrain: error.*data file '$TMP/t.h5': /(train|val)/tokens: reading 4 windows \(tokens [0-9]+ to [0-9]+\) failed: Input/output error \(EIO\)$" \
+  "$TMP/eio.err" || { cat "$TMP/eio.err"; fail "EIO on a token file: message"; }
+pass "EIO reading a mapped token file: exit 74, $(grep -o 'reading .*' "$TMP/eio.err")"
