@@ -17,7 +17,14 @@ Like for like:
 FLOPs per sample are counted from the PyTorch model (2 per multiply-add of
 every convolution and linear layer, ×3 for forward + backward).
 
-    bench/gpu_bench.py [--build build] [--out report.md] [--quick]
+Then gpt2-124m (12 layers, 12 heads, width 768, context 1024, vocabulary
+50257; batch 8 windows) in fp32 and bf16: training tokens/s of hpctrain and
+of bench/torch_gpt.py's model on the same GPU (AdamW, random tokens below
+256; hpctrain hands token ids to the GPU as float32 in every precision), and the model FLOPs
+utilisation, MFU = tokens/s × 3 × forward FLOPs per token / the GPU's dense
+peak (attention counted over the full T×T, as bench/bench_gpt does).
+
+    bench/gpu_bench.py [--build build] [--out report.md] [--quick] [--part all|vision|gpt]
 
 Prints a markdown table and writes it (and JSON lines) to --out. Never fails
 on a slow number; a missing piece (no GPU, no PyTorch with CUDA) is reported.
@@ -90,6 +97,73 @@ def hpctrain_sps(build, preset, precision, batch, warmup, steps, data, tmp):
     return last["samples_per_s"], last.get("device_mem_peak_mb")
 
 
+GPT_PRESET, GPT_BATCH, GPT_CONTEXT = "gpt2-124m", 8, 1024
+
+
+def synth_tokens(path, n_tokens):
+    import h5py
+    import numpy as np
+    rng = np.random.default_rng(0)
+    with h5py.File(path, "w") as f:
+        t = f.create_dataset("train/tokens", data=rng.integers(0, 256, n_tokens, dtype=np.uint16))
+        t.attrs["vocab_size"] = 256
+
+
+def hpctrain_gpt_tps(build, precision, warmup, steps, data, tmp):
+    run_dir = tempfile.mkdtemp(dir=tmp)
+    cmd = [f"{build}/hpctrain", "--data.path", data, "--model.preset", GPT_PRESET, "--train.device", "cuda",
+           "--train.precision", precision, "--train.batch_size", str(GPT_BATCH), "--train.steps", str(warmup + steps),
+           "--log.every", str(warmup), "--log.progress", "none", "--optim.name", "adamw", "--run.dir", run_dir]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        raise RuntimeError(f"hpctrain exited {p.returncode}: {p.stderr.strip()[-400:]}")
+    rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+    last = [r for r in rows if "tokens_per_s" in r][-1]  # the window of the last `warmup` steps
+    return last["tokens_per_s"], last.get("device_mem_peak_mb")
+
+
+def gpt_section(args, gpu, have_torch, tmp, records):
+    """gpt2-124m tokens/s and MFU, hpctrain vs PyTorch; returns markdown lines."""
+    warmup, steps = (2, 4) if args.quick else (4, 8)  # steps: a multiple of warmup (metrics windows)
+    data = os.path.join(tmp, "tokens.h5")
+    synth_tokens(data, GPT_BATCH * (warmup + steps + 1) * GPT_CONTEXT + 1)
+    try:
+        from torch_gpt import flops_per_token  # imports torch
+        fpt = 3 * flops_per_token(GPT_PRESET)
+    except ImportError:
+        fpt = None
+    lines = ["", f"### {GPT_PRESET}: training tokens/s and MFU (batch {GPT_BATCH} × {GPT_CONTEXT} tokens, AdamW; "
+             f"{steps} timed steps)", "",
+             "| precision | hpctrain tokens/s | PyTorch tokens/s | ratio | hpctrain MFU | PyTorch MFU | "
+             "hpctrain peak MiB |", "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    cell = lambda v, f: f.format(v) if v is not None else "–"  # noqa: E731
+    for precision in ("fp32", "bf16"):
+        rec = {"model": GPT_PRESET, "precision": precision, "batch": GPT_BATCH, "gpu": gpu}
+        try:
+            rec["hpctrain_tokens_per_s"], rec["peak_mib"] = hpctrain_gpt_tps(args.build, precision, warmup, steps,
+                                                                             data, tmp)
+        except Exception as e:  # report, never fail the benchmark
+            rec["hpctrain_error"] = str(e)
+        if have_torch:
+            try:
+                from torch_gpt import cuda_tokens_per_s
+                rec["pytorch_tokens_per_s"] = cuda_tokens_per_s(GPT_PRESET, GPT_BATCH, warmup, steps, precision)
+            except Exception as e:
+                rec["pytorch_error"] = str(e)
+        records.append(rec)
+        ours, theirs = rec.get("hpctrain_tokens_per_s"), rec.get("pytorch_tokens_per_s")
+        peak = peak_for(gpu, precision)
+        mfu = lambda tps: 100 * tps * fpt / (peak * 1e12) if tps and peak and fpt else None  # noqa: E731
+        lines.append(f"| {precision} | {cell(ours, '{:.0f}')} | {cell(theirs, '{:.0f}')} | "
+                     f"{cell(ours / theirs if ours and theirs else None, '{:.2f}')} | {cell(mfu(ours), '{:.1f}%')} | "
+                     f"{cell(mfu(theirs), '{:.1f}%')} | {cell(rec.get('peak_mib'), '{:.0f}')} |")
+        print(lines[-1], flush=True)
+        for key in ("hpctrain_error", "pytorch_error"):
+            if key in rec:
+                print(f"  {key}: {rec[key]}", flush=True)
+    return lines
+
+
 def torch_sps(preset, precision, batch, warmup, steps):
     import torch
     from torch_ddp import make_model
@@ -128,6 +202,8 @@ def main():
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "gpu-latest.md"))
     ap.add_argument("--quick", action="store_true", help="fewer steps (a smoke test of the script)")
+    ap.add_argument("--part", choices=("all", "vision", "gpt"), default="all",
+                    help="vision: mlp, cnn, resnet20; gpt: gpt2-124m (tests/gpu/run.sh runs them as two checks)")
     args = ap.parse_args()
     warmup, steps = (5, 10) if args.quick else (30, 150)  # steps: a multiple of warmup (metrics windows)
 
@@ -149,9 +225,12 @@ def main():
              "| model | precision | batch | hpctrain samples/s | PyTorch samples/s | ratio | hpctrain TFLOP/s | "
              "% of peak | hpctrain peak MiB |",
              "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    if args.part == "gpt":
+        lines = [f"## GPU benchmark: {gpu}", "", f"hpctrain vs PyTorch {torch_version} on the same GPU; "
+                 "fp32 = true fp32 (no TF32) on both; bf16 = mixed precision with fp32 master weights on both."]
     records = []
     with tempfile.TemporaryDirectory() as tmp:
-        for preset, (shape, batch) in PRESETS.items():
+        for preset, (shape, batch) in (PRESETS.items() if args.part != "gpt" else ()):
             data = os.path.join(tmp, f"{preset}.h5")
             synth_file(data, shape, batch * (warmup + steps + 1))  # one epoch: no epoch boundary inside
             fps = None
@@ -183,6 +262,8 @@ def main():
                 for key in ("hpctrain_error", "pytorch_error"):
                     if key in rec:
                         print(f"  {key}: {rec[key]}", flush=True)
+        if args.part != "vision":
+            lines += gpt_section(args, gpu, have_torch, tmp, records)
     if not have_torch:
         lines += ["", "PyTorch with CUDA is not available here: no comparison column."]
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -3,14 +3,21 @@
 layer for layer: pre-LN blocks, tanh GELU, tied output projection), batch,
 random tokens and AdamW (weight decay 0.1 on the matrices only), one thread
 per rank, DistributedDataParallel over gloo when mpirun starts several
-ranks. Prints one JSON line (rank 0) with tokens/s over the timed steps.
+ranks. Prints one JSON line (rank 0) with tokens/s and MFU against the
+one-thread sgemm peak (torch.mm, 1024²), both medians of rounds that
+alternate steps and the peak measurement, as bench_gpt does.
 
     mpirun -np 2 bench/torch_gpt.py --preset gpt-small --batch 8 --steps 20
+
+With --device cuda (one GPU, one process; bench/gpu_bench.py calls
+cuda_tokens_per_s directly): the same model on the GPU, fp32 without TF32
+or bf16 autocast (fp32 master weights), timed between synchronisations.
 """
 import argparse
 import json
 import math
 import os
+import statistics
 import time
 
 import torch
@@ -56,6 +63,47 @@ class Gpt(nn.Module):
         return self.lnf(x) @ self.wte.weight.t()  # tied output projection
 
 
+def flops_per_token(preset):
+    """Forward FLOPs per token as hpctrain counts them (Model::forward_flops / context):
+    per layer qkv 6C², attention scores and P·V over the full T×T 4TC, proj 2C², MLP 16C²;
+    the tied head 2CV."""
+    layers, _, width, context, vocab = PRESETS[preset]
+    return layers * (24 * width * width + 4 * context * width) + 2 * width * vocab
+
+
+def cuda_tokens_per_s(preset, batch, warmup, steps, precision="fp32"):
+    """Training tokens/s of the preset on cuda:0 (AdamW, random tokens below 256)."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(0)
+    layers, heads, width, context, vocab = PRESETS[preset]
+    dev = torch.device("cuda")
+    model = Gpt(layers, heads, width, context, vocab).to(dev)
+    model.mask = model.mask.to(dev)
+    decay = [p for n, p in model.named_parameters() if p.dim() == 2 and "wte" not in n and "wpe" not in n]
+    rest = [p for n, p in model.named_parameters() if not (p.dim() == 2 and "wte" not in n and "wpe" not in n)]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
+                            lr=3e-4)
+    x = torch.randint(0, 256, (batch, context), device=dev)
+    y = torch.randint(0, 256, (batch, context), device=dev)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type="cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = F.cross_entropy(model(x).reshape(-1, vocab).float(), y.reshape(-1))
+        loss.backward()
+        opt.step()
+
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    return batch * context * steps / (time.perf_counter() - t0)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--preset", default="gpt-small")
@@ -63,7 +111,15 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--port", type=int, default=29519)
+    ap.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="cuda only")
     args = ap.parse_args()
+    if args.device == "cuda":
+        tps = cuda_tokens_per_s(args.preset, args.batch, args.warmup, args.steps, args.precision)
+        print(json.dumps({"impl": "pytorch", "device": "cuda", "preset": args.preset, "batch": args.batch,
+                          "precision": args.precision, "tokens_per_s": tps, "version": torch.__version__}),
+              flush=True)
+        return
     rank = int(os.environ.get("OMPI_COMM_WORLD_RANK", 0))
     world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", 1))
     torch.set_num_threads(1)
@@ -89,19 +145,39 @@ def main():
         loss.backward()
         opt.step()
 
+    # As bench_gpt does: steps and the one-thread sgemm peak (torch.mm on 1024² matrices, the same BLAS)
+    # in alternating rounds, medians over the rounds, MFU taken per round.
+    a, b = torch.full((1024, 1024), 0.01), torch.full((1024, 1024), 0.02)
+    torch.mm(a, b.t())
     for _ in range(args.warmup):
         step()
-    if world > 1:
-        dist.barrier()
-    t0 = time.perf_counter()
-    for _ in range(args.steps):
-        step()
-    if world > 1:
-        dist.barrier()
-    dt = time.perf_counter() - t0
+    rounds = min(args.steps, 5)
+    per_round = max(1, args.steps // rounds)
+    step_s, peak_s, mfu_s = [], [], []
+    for _ in range(rounds):
+        if world > 1:
+            dist.barrier()
+        t0 = time.perf_counter()
+        for _ in range(per_round):
+            step()
+        if world > 1:
+            dist.barrier()
+        dt = (time.perf_counter() - t0) / per_round
+        t0 = time.perf_counter()
+        for _ in range(3):
+            torch.mm(a, b.t())
+        peak = 3 * 2 * 1024.0 ** 3 / (time.perf_counter() - t0) / 1e9
+        if world > 1:
+            peak_t = torch.tensor([peak], dtype=torch.float64)
+            dist.all_reduce(peak_t, op=dist.ReduceOp.MIN)
+            peak = float(peak_t[0])
+        step_s.append(dt)
+        peak_s.append(peak)
+        mfu_s.append(args.batch * context / dt * 3 * flops_per_token(args.preset) / 1e9 / peak)
     if rank == 0:
         print(json.dumps({"impl": "pytorch", "preset": args.preset, "ranks": world, "batch": args.batch,
-                          "tokens_per_s": args.batch * context * world * args.steps / dt,
+                          "tokens_per_s": args.batch * context * world / statistics.median(step_s),
+                          "mfu": statistics.median(mfu_s), "sgemm_gflops": statistics.median(peak_s),
                           "version": torch.__version__}), flush=True)
     if world > 1:
         dist.destroy_process_group()

@@ -11,7 +11,9 @@
 // followed by polling ncclCommGetAsyncError against dist.timeout.
 // Collectives run on the backend's comm stream, after the compute stream
 // the gradients are produced on (an event orders them); buckets started
-// together go in one ncclGroupStart/End; averages use ncclAvg. A watchdog
+// together go in one ncclGroupStart/End; averages use ncclAvg. A request's
+// wait_on_device() (and allreduce_before_compute) makes the compute stream
+// wait for the collective's end event instead of the host. A watchdog
 // thread polls ncclCommGetAsyncError and the age of the oldest collective in
 // flight; on an NCCL error or a timeout it calls ncclCommAbort (which also
 // unblocks a main thread waiting on the stream), then on_fatal, which

@@ -6,9 +6,9 @@
 // checks), outputs are written unless a comment says "+=". Parameter
 // gradients are always accumulated ("+="), like every layer's.
 //
-// These ops exist on the CPU only for now: a CUDA tensor reaching one is a
-// one-line UserError ("not yet on the GPU"), not an internal error, because
-// a user can ask for it (--train.device cuda with a gpt preset).
+// On the GPU (cuda/transformer_ops.cpp) the dtypes are also bfloat16 and
+// float16, token ids may be any float dtype or int32, and an id a 16-bit
+// dtype cannot carry exactly is a UserError like an out-of-range one.
 #pragma once
 
 #include <cstdint>

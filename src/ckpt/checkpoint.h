@@ -21,6 +21,10 @@
 //   /rng                attrs: seed, sampler_epoch, sampler_batch, dropout_step (the counters the
 //                       counter-based generators continue from)
 //   /log_window         float64 [world_size, 4]: per rank loss sum, sample count, correct, steps
+//   /loss_scaling       float64 [4], fp16 runs only: loss scale, clean steps since its last change,
+//                       skipped steps, consecutive skipped steps (train/mixed_precision.h); absent
+//                       in fp32/bf16 runs and in files from before it was saved (a resume then
+//                       starts the scale afresh), so its presence needs no new format version
 // Every dataset the reader restores carries a `crc32` attribute; the root
 // `checksum` is a CRC-32 over all metadata and payload bytes, so any damaged
 // byte the reader depends on is found, and the damaged dataset is named.
@@ -28,6 +32,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,6 +64,17 @@ struct LogWindow {
   double loss_sum = 0, count = 0, correct = 0, steps = 0;
 };
 
+// fp16's dynamic loss scaling (GradScaler's state plus the trainer's skip counters).
+struct LossScaling {
+  double scale = 65536;
+  int64_t good_steps = 0, skipped_steps = 0, consecutive_skips = 0;
+};
+// The /loss_scaling row (writer, reader and checksum share it); counters are ≤ 2^53, exact in a double.
+inline std::array<double, 4> loss_scaling_row(const LossScaling& s) {
+  return {s.scale, static_cast<double>(s.good_steps), static_cast<double>(s.skipped_steps),
+          static_cast<double>(s.consecutive_skips)};
+}
+
 struct Checkpoint {
   // Where the run is. step = optimizer steps done; the sampler continues at
   // (epoch, step_in_epoch); consumed_samples = step × global_batch.
@@ -80,6 +96,8 @@ struct Checkpoint {
   int64_t sampler_epoch = 0, sampler_batch = 0, dropout_step = 0;
 
   std::vector<LogWindow> log_window;  // one per rank at save time
+
+  std::optional<LossScaling> loss_scaling;  // fp16 runs (see /loss_scaling)
 
   std::string config_ini;
   std::string hpctrain_version;

@@ -123,6 +123,23 @@ Checkpoint read_checkpoint(const std::string& path) {
     c.log_window.push_back({row[0], row[1], row[2], row[3]});
   }
 
+  if (H5Lexists(f, "loss_scaling", H5P_DEFAULT) > 0) {
+    const Tensor t = h5::read_tensor(f, "loss_scaling", DType::F64, 4, what);
+    const double* v = t.data<double>();
+    // A power of two in float's range (GradScaler's rule keeps it one), and whole counters.
+    int exponent = 0;
+    const bool power_of_two = std::isfinite(v[0]) && v[0] > 0 && std::frexp(v[0], &exponent) == 0.5 &&
+                              exponent >= -148 && exponent <= 128;
+    for (int i = 1; i < 4; ++i)
+      if (!(v[i] >= 0 && v[i] <= 9007199254740992.0 && v[i] == std::floor(v[i])))
+        throw UserError(what + ": implausible loss_scaling counter " + std::to_string(v[i]) +
+                        " (damaged file)");
+    if (!power_of_two)
+      throw UserError(what + ": implausible loss scale " + std::to_string(v[0]) + " (damaged file)");
+    c.loss_scaling =
+        LossScaling{v[0], static_cast<int64_t>(v[1]), static_cast<int64_t>(v[2]), static_cast<int64_t>(v[3])};
+  }
+
   const uint32_t stored = static_cast<uint32_t>(h5::read_attr_i64(f, "checksum", what));
   const uint32_t actual = content_checksum(c);
   if (stored != actual) {

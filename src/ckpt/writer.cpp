@@ -110,6 +110,11 @@ uint32_t content_checksum(const Checkpoint& c) {
   for (const NamedTensor* t : by_name(c.optimizer_state))
     crc = h5::crc32_bytes(t->value.raw(), t->value.num_bytes(), crc);
   for (const LogWindow& w : c.log_window) crc = h5::crc32_bytes(&w, sizeof w, crc);
+  // Only when present: a file without it keeps the checksum it was written with.
+  if (c.loss_scaling) {
+    const std::array<double, 4> v = loss_scaling_row(*c.loss_scaling);
+    crc = h5::crc32_bytes(v.data(), sizeof v, crc);
+  }
   return crc;
 }
 
@@ -177,6 +182,10 @@ void write_checkpoint(const std::string& path, const Checkpoint& c, bool crash_m
       row[0] = w.loss_sum, row[1] = w.count, row[2] = w.correct, row[3] = w.steps;
     }
     h5::write_tensor(f, "log_window", window, window.shape(), what);
+    if (c.loss_scaling) {
+      std::array<double, 4> row = loss_scaling_row(*c.loss_scaling);
+      h5::write_tensor(f, "loss_scaling", Tensor::borrow(row.data(), Shape{4}, DType::F64), Shape{4}, what);
+    }
     h5::write_attr(f, "checksum", static_cast<int64_t>(content_checksum(c)), what);
     if (const int err = dist::fault_at(dist::FaultPoint::CkptClose)) throw_write_error(path, err, what);
     if (file.close() < 0) data::throw_h5_error(what);

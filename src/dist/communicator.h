@@ -31,6 +31,12 @@ class Request {
   virtual ~Request() = default;
   virtual void wait() = 0;
   virtual bool test() = 0;
+  // Orders the device work queued after this call (on the backend's compute
+  // stream) after the collective, without blocking the host: NcclComm makes
+  // the compute stream wait for the collective's end event, and its watchdog
+  // still bounds the collective by dist.timeout. Host collectives have no
+  // stream to order, so the default waits.
+  virtual void wait_on_device() { wait(); }
 };
 
 class Communicator {
@@ -42,6 +48,11 @@ class Communicator {
 
   // In place over buf.
   virtual void allreduce(const Tensor& buf, ReduceOp op) = 0;
+  // In place, complete for all device work queued after it: a blocking
+  // allreduce on host communicators; NcclComm only makes the compute stream
+  // wait for it (Request::wait_on_device), so a SyncBatchNorm statistic does
+  // not stall the host in the middle of forward or backward.
+  virtual void allreduce_before_compute(const Tensor& buf, ReduceOp op) { allreduce(buf, op); }
   virtual std::unique_ptr<Request> allreduce_async(const Tensor& buf, ReduceOp op) = 0;
   // Several buffers started together (NCCL fuses them in one ncclGroupStart/End);
   // one request per buffer, in order.

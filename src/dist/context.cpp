@@ -168,7 +168,10 @@ std::unique_ptr<Communicator> Context::make_nccl_comm() {
     if (!problem.empty()) throw UserError(problem);
   }
 
+  // The compute stream belongs to the device's CUDA context: make the device current first.
+  backend::cuda_set_device(device);
   backend::NcclSetup s;
+  s.compute_stream = backend::cuda_compute_stream();  // gradients are written there; buckets wait for it
   s.host = &host_comm();
   s.rank = info_.rank;
   s.world = info_.world;

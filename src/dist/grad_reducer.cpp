@@ -96,7 +96,7 @@ double GradReducer::finish() {
   start(buckets_.size());
   fault_at(FaultPoint::Allreduce);  // test-only: a signal while every bucket's AllReduce is in flight
   for (Bucket& b : buckets_) {
-    b.request->wait();
+    b.request->wait_on_device();
     b.done = true;
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

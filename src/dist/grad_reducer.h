@@ -17,6 +17,15 @@
 // communication runs while earlier layers still compute. finish() starts
 // what is left and waits for all. With overlap off, everything starts in
 // finish(): the baseline that shows what overlap buys.
+//
+// On GPUs (NcclComm) "start" and "wait" are stream operations: starting a
+// group records an event on the compute stream at that point of backward
+// (after the writes of every gradient the group covers) and makes the NCCL
+// stream wait for it, so the AllReduce runs beside the rest of backward;
+// finish() makes the compute stream wait for each bucket's end event
+// (Request::wait_on_device), so the optimizer's kernels, queued next, read
+// reduced gradients, and the host never blocks on the device here. On host
+// communicators (MPI) wait_on_device() is a plain wait.
 #pragma once
 
 #include <memory>
@@ -37,8 +46,10 @@ class GradReducer {
   void begin();
   // Called by backward: gradients at offsets ≥ frontier are final.
   void on_ready(int64_t frontier);
-  // Starts whatever is left and waits for every bucket. Returns the seconds
-  // spent waiting here: the communication that backward did not hide.
+  // Starts whatever is left and waits for every bucket (Request::wait_on_device:
+  // on the GPU the compute stream waits, not the host). Returns the seconds
+  // spent here: on the host, the communication that backward did not hide; on
+  // the GPU only the cost of queueing (the wait shows in the next readback).
   double finish();
 
   int num_buckets() const { return static_cast<int>(buckets_.size()); }

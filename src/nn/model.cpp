@@ -150,7 +150,11 @@ void Model::ensure_activations(int64_t batch) {
 
 const Tensor& Model::forward(const Tensor& x, const RunCtx& ctx) {
   check_shape(x, input_shape_.with_batch(x.shape()[0]), "model input");
-  HPC_ASSERT(x.dtype() == dtype_ && x.device() == device_, "model input dtype or device");
+  // Token ids may also come as float32 to a GPU model that starts with embed (its op takes float32
+  // ids whatever the weights' dtype; a 16-bit x would round them: train/batch_upload.h).
+  const bool ids_f32 =
+      x.dtype() == DType::F32 && device_ == Device::CUDA && layer_kind(layers_[0]->spec()) == "embed";
+  HPC_ASSERT((x.dtype() == dtype_ || ids_f32) && x.device() == device_, "model input dtype or device");
   ensure_activations(x.shape()[0]);
   acts_[0] = x;
   RunCtx layer_ctx = ctx;

@@ -65,9 +65,9 @@ Tensor BatchUpload::upload(const Tensor& host, DType dtype, Tensor& raw, Tensor&
 }
 
 std::pair<Tensor, Tensor> BatchUpload::operator()(const data::Batch& batch) {
-  if (device_ == Device::CPU && dtype_ == DType::F32) return {batch.x, batch.y};
+  if (device_ == Device::CPU && dtype_ == DType::F32 && x_dtype_ == DType::F32) return {batch.x, batch.y};
   const DType y_dtype = batch.y.dtype() == DType::I32 ? DType::I32 : dtype_;
-  return {upload(batch.x, dtype_, x_raw_, x_model_), upload(batch.y, y_dtype, y_raw_, y_model_)};
+  return {upload(batch.x, x_dtype_, x_raw_, x_model_), upload(batch.y, y_dtype, y_raw_, y_model_)};
 }
 
 }  // namespace hpc::train

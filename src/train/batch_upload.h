@@ -10,6 +10,11 @@
 //
 // On the CPU with a float32 model, batches pass through untouched (the CPU
 // path stays exactly what it was).
+//
+// x may keep another dtype than the model's: a language model on the GPU
+// takes its token ids as float32 (exact up to 2^24), since a 16-bit model
+// dtype would round them (bf16 holds ids exactly only below 256; the GPU
+// embedding op takes float32 ids whatever the weights' dtype).
 #pragma once
 
 #include <memory>
@@ -22,9 +27,10 @@ namespace hpc::train {
 
 class BatchUpload {
  public:
-  BatchUpload(Device device, DType model_dtype) : device_(device), dtype_(model_dtype) {}
+  BatchUpload(Device device, DType model_dtype, DType x_dtype)
+      : device_(device), dtype_(model_dtype), x_dtype_(x_dtype) {}
 
-  // x, and y (class ids stay int32; float targets take the model's dtype), ready for the model.
+  // x (in x_dtype), and y (class ids stay int32; float targets take the model's dtype), ready for the model.
   std::pair<Tensor, Tensor> operator()(const data::Batch& batch);
 
   // Host memory for the loader's buffers: pinned when training on a GPU.
@@ -35,7 +41,7 @@ class BatchUpload {
   Tensor upload(const Tensor& host, DType dtype, Tensor& raw, Tensor& converted);
 
   Device device_;
-  DType dtype_;
+  DType dtype_, x_dtype_;
   Tensor x_raw_, x_model_, y_raw_, y_model_;
 };
 

@@ -1,11 +1,45 @@
 // MixedPrecision (see mixed_precision.h).
 #include "train/mixed_precision.h"
 
+#include <cmath>
+#include <string>
+
 #include "backend/ops_amp.h"
 #include "backend/ops_core.h"
 #include "core/error.h"
 
 namespace hpc::train {
+
+bool DynamicLossScale::update(bool found_nonfinite) {
+  kernels::update_loss_scale(scale_, found_nonfinite);
+  if (!found_nonfinite) {
+    consecutive_skips_ = 0;
+    return true;
+  }
+  ++skipped_;
+  ++consecutive_skips_;
+  return false;
+}
+
+DynamicLossScale::State DynamicLossScale::state() const {
+  return {scale_.scale, scale_.good_steps, skipped_, consecutive_skips_};
+}
+
+void DynamicLossScale::restore(const State& s) {
+  const auto as_float = static_cast<float>(s.scale);
+  if (!(s.scale > 0) || !std::isfinite(as_float) || static_cast<double>(as_float) != s.scale)
+    throw UserError("loss scaling state: the loss scale " + std::to_string(s.scale) +
+                    " is not a positive float");
+  if (s.good_steps < 0 || s.good_steps >= scale_.growth_interval || s.skipped_steps < 0 ||
+      s.consecutive_skips < 0 || s.consecutive_skips > s.skipped_steps)
+    throw UserError("loss scaling state: implausible counters (clean steps " + std::to_string(s.good_steps) +
+                    ", skipped " + std::to_string(s.skipped_steps) + ", in a row " +
+                    std::to_string(s.consecutive_skips) + ")");
+  scale_.scale = as_float;
+  scale_.good_steps = static_cast<int32_t>(s.good_steps);
+  skipped_ = s.skipped_steps;
+  consecutive_skips_ = s.consecutive_skips;
+}
 
 MixedPrecision::MixedPrecision(const std::string& precision, Device device) : name_(precision) {
   if (precision == "fp32") return;
@@ -41,14 +75,7 @@ bool MixedPrecision::unscale() {
     return true;
   }
   const int64_t nonfinite = backend::unscale_grads(grads_, grads32_, 1.0 / loss_scale());
-  kernels::update_loss_scale(scale_, nonfinite > 0);
-  if (nonfinite == 0) {
-    consecutive_skips_ = 0;
-    return true;
-  }
-  ++skipped_;
-  ++consecutive_skips_;
-  return false;
+  return scale_.update(nonfinite > 0);
 }
 
 void MixedPrecision::publish() {

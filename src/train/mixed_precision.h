@@ -15,6 +15,7 @@
 // (kernels/amp_math.h: halve and skip the step on an overflow, double after
 // 2000 clean steps — PyTorch's GradScaler). A skipped step leaves the
 // parameters and the optimizer state untouched; it is counted and logged.
+// The scale and its counters (DynamicLossScale) go into checkpoints.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +25,35 @@
 #include "kernels/amp_math.h"
 
 namespace hpc::train {
+
+// fp16's dynamic loss scale and its counters: host state only (the rule is
+// kernels/amp_math.h), apart from the GPU buffers, so that it can be saved,
+// restored and tested on any machine. An exact resume needs all of it: the
+// scale, the clean steps counted towards the next growth, and the skipped
+// steps (logged; the consecutive ones end a diverged run).
+class DynamicLossScale {
+ public:
+  struct State {
+    double scale = 65536;  // kernels::LossScale's initial 2^16
+    int64_t good_steps = 0, skipped_steps = 0, consecutive_skips = 0;
+  };
+
+  double scale() const { return scale_.scale; }
+  // After a step's gradients were checked: updates the scale and the counters.
+  // Returns true when the step may be applied (no inf/NaN).
+  bool update(bool found_nonfinite);
+  int64_t skipped_steps() const { return skipped_; }
+  int64_t consecutive_skips() const { return consecutive_skips_; }
+
+  State state() const;
+  // UserError for a state no run can reach (a scale that is not a positive
+  // float, negative counters): the checkpoint reader checks too.
+  void restore(const State& s);
+
+ private:
+  kernels::LossScale scale_;
+  int64_t skipped_ = 0, consecutive_skips_ = 0;
+};
 
 class MixedPrecision {
  public:
@@ -45,7 +75,11 @@ class MixedPrecision {
   const Tensor& optimizer_grads() const { return sixteen_bit() ? grads32_ : grads_; }
 
   // The factor the loss gradient is multiplied by before backward.
-  double loss_scale() const { return scaling_ ? scale_.scale : 1.0; }
+  double loss_scale() const { return scaling_ ? scale_.scale() : 1.0; }
+  // fp16 only (dynamic loss scaling); checkpoints save and restore its state.
+  bool dynamic_scaling() const { return scaling_; }
+  DynamicLossScale& scaler() { return scale_; }
+  const DynamicLossScale& scaler() const { return scale_; }
   // After backward and the gradient all-reduce: fills optimizer_grads().
   // Returns false when the step must be skipped (fp16 gradients that
   // overflowed); the loss scale is updated either way.
@@ -53,17 +87,16 @@ class MixedPrecision {
   // After the optimizer step: the model's parameters ← the master weights.
   void publish();
 
-  int64_t skipped_steps() const { return skipped_; }
-  int64_t consecutive_skips() const { return consecutive_skips_; }
+  int64_t skipped_steps() const { return scale_.skipped_steps(); }
+  int64_t consecutive_skips() const { return scale_.consecutive_skips(); }
 
  private:
   std::string name_;
   DType model_dtype_ = DType::F32;
   bool scaling_ = false;  // fp16: dynamic loss scaling
-  kernels::LossScale scale_;
+  DynamicLossScale scale_;
   Tensor params_, grads_;    // the model's flat buffers
   Tensor master_, grads32_;  // fp32 copies (16-bit runs only)
-  int64_t skipped_ = 0, consecutive_skips_ = 0;
 };
 
 }  // namespace hpc::train

@@ -16,8 +16,10 @@
 #include "backend/ops_core.h"
 #include "config/config.h"
 #include "core/error.h"
+#include "dist/devices.h"
 #include "dist/fault_injection.h"
 #include "nn/spec.h"
+#include "train/device_choice.h"
 
 namespace hpc::train {
 
@@ -27,31 +29,26 @@ using Clock = std::chrono::steady_clock;
 constexpr int64_t MAX_CONSECUTIVE_SKIPS = 64;  // fp16 overflows in a row: 2^-48 of the initial loss scale
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// The compute device. cuda: the GPU local rank mod the visible ones (made
-// current here), or a one-line error. auto: the GPU when this build has CUDA
-// and the run can use one (one rank, as long as multi-GPU training is not
-// wired in), else the CPU.
-Device choose_device(const std::string& want, const dist::RankInfo& ri) {
-  if (want == "cpu") return Device::CPU;
-  const int gpus = backend::cuda_device_count();
-  if (want == "cuda") {
-    if (!backend::cuda_built())
-      throw UserError(
-          "--train.device cuda: this hpctrain was built without CUDA (rebuild with nvcc present, CUDA=1)");
-    if (gpus == 0)
-      throw UserError(
-          "--train.device cuda: no CUDA device is visible on this node (check CUDA_VISIBLE_DEVICES, "
-          "--gpus-per-node, and 'singularity exec --nv')");
-  } else if (!backend::cuda_built() || gpus == 0 || ri.world > 1) {
-    return Device::CPU;
+// The compute device (train.device resolved by train/device_choice.h from
+// this rank's view and, with several ranks, whether every rank sees a GPU:
+// one Max allreduce over the host communicator). On the GPU, the device is
+// local rank mod the visible ones, made current here.
+Device choose_device(const std::string& want, dist::Context& ctx) {
+  DeviceView view;
+  view.cuda_built = backend::cuda_built();
+  if (!device_needs_probe(want)) return resolve_device(want, view);  // cpu: the CUDA runtime is not started
+  if (view.cuda_built) view.visible_gpus = backend::cuda_device_count();
+  if (ctx.world() > 1) {
+    // Max of (world − rank) over the ranks without a GPU names the lowest of them.
+    int32_t lacking = view.visible_gpus == 0 ? ctx.world() - ctx.rank() : 0;
+    ctx.host_comm().allreduce(Tensor::borrow(&lacking, Shape{1}, DType::I32), dist::ReduceOp::Max);
+    view.every_rank_has_gpu = lacking == 0;
+    view.first_rank_without_gpu = lacking == 0 ? -1 : ctx.world() - lacking;
   }
-  if (ri.world > 1)
-    throw UserError(
-        "--train.device cuda with " + std::to_string(ri.world) +
-        " ranks: multi-GPU training needs the NCCL gradient path, which this version does not wire "
-        "into the trainer yet; run one rank per GPU job, or --train.device cpu");
-  backend::cuda_set_device(ri.local_rank % gpus);
-  return Device::CUDA;
+  const Device device = resolve_device(want, view);
+  if (device == Device::CUDA)
+    backend::cuda_set_device(dist::pick_device(ctx.info().local_rank, view.visible_gpus));
+  return device;
 }
 
 // A language model's window length: model.context when set, else the T of
@@ -79,8 +76,12 @@ Trainer::Trainer(const Config& cfg, dist::Context& ctx)
       deadline_(cfg.train.time_limit, std::getenv("SLURM_JOB_END_TIME"), Clock::now(),
                 static_cast<double>(std::time(nullptr))),
       hooks_(TestHooks::from_env(ctx.world())) {
-  device_ = choose_device(cfg.train.device, ctx.info());
+  device_ = choose_device(cfg.train.device, ctx);
   ctx.check_backend(device_);  // dist.backend must suit the device: nccl on a CPU run is a one-line error
+  // Gradients (and everything else that lives on the device: parameters, optimizer state,
+  // SyncBatchNorm statistics) go through NCCL on GPUs, MPI on CPUs; host scalars always through comm_.
+  // With several GPU ranks this builds the NCCL communicator (and refuses two ranks on one GPU).
+  grad_comm_ = &ctx.grad_comm(device_);
   precision_ = std::make_unique<MixedPrecision>(cfg.train.precision, device_);
   blas_threads_ = backend::cpu::configure_threads(ctx.info().local_size);
   const std::string val_file = cfg.data.val_path.empty() ? cfg.data.path : cfg.data.val_path;
@@ -153,8 +154,9 @@ Trainer::Trainer(const Config& cfg, dist::Context& ctx)
 
   if (ctx.world() > 1) {
     // Every rank starts from rank 0's parameters and buffers, and must have built the same model.
-    comm_.broadcast(model_->params(), 0);
-    for (auto& [name, t] : model_->buffers()) comm_.broadcast(t, 0);
+    comm_for(model_->params()).broadcast(model_->params(), 0);
+    for (auto& [name, t] : model_->buffers()) comm_for(t).broadcast(t, 0);
+    precision_->attach(model_->params(), model_->grads());  // 16-bit: master weights from rank 0's
     double mine[2] = {static_cast<double>(model_->num_params()),
                       static_cast<double>(std::hash<std::string>{}(model_->spec()) % (1ull << 52))};
     Tensor check = Tensor::borrow(mine, Shape{2}, DType::F64);
@@ -168,12 +170,14 @@ Trainer::Trainer(const Config& cfg, dist::Context& ctx)
                         "the same configuration and data file");
     std::vector<int64_t> cuts;  // buckets end at parameter boundaries: a tensor is never split
     for (const nn::ParamInfo& p : model_->param_info()) cuts.push_back(p.offset);
-    reducer_ = std::make_unique<dist::GradReducer>(comm_, model_->grads(), cfg.dist.bucket_mb * 1048576.0,
-                                                   cuts, cfg.dist.overlap);
+    reducer_ = std::make_unique<dist::GradReducer>(*grad_comm_, model_->grads(),
+                                                   cfg.dist.bucket_mb * 1048576.0, cuts, cfg.dist.overlap);
   }
 
   dlogits_ = Tensor(model_->output_shape().with_batch(micro_batch_), precision_->model_dtype(), device_);
-  upload_ = std::make_unique<BatchUpload>(device_, precision_->model_dtype());
+  // A language model's token ids stay float32 on the GPU: a 16-bit x would round ids >= 256 (bf16).
+  const DType x_dtype = context_ > 0 && device_ == Device::CUDA ? DType::F32 : precision_->model_dtype();
+  upload_ = std::make_unique<BatchUpload>(device_, precision_->model_dtype(), x_dtype);
   const data::LoaderOptions loader_options{cfg.data.workers, cfg.data.prefetch,
                                            BatchUpload::host_allocator(device_)};
   train_loader_ = std::make_unique<data::Loader>(*train_, micro_batch_, loader_options);
@@ -210,8 +214,11 @@ void Trainer::print_header() {
   std::vector<std::string> lines = ctx_.gather_lines(mine);
   if (!ctx_.is_root()) return;
   std::printf("%s\n", version_report().c_str());
-  std::printf("ranks: %d on %d node(s), communicator %s\n", ri.world, ri.num_nodes,
-              ri.world > 1 ? comm_.name().c_str() : "none (1 rank)");
+  std::string comms = "none (1 rank)";
+  if (ri.world > 1)
+    comms = grad_comm_ == &comm_ ? comm_.name()
+                                 : grad_comm_->name() + " (gradients), " + comm_.name() + " (host)";
+  std::printf("ranks: %d on %d node(s), communicator %s\n", ri.world, ri.num_nodes, comms.c_str());
   for (const auto& l : lines) std::printf("%s\n", l.c_str());
   std::printf("configuration:\n%s", to_ini(cfg_).c_str());
   const data::SplitInfo& info = train_->info();
@@ -284,7 +291,7 @@ void Trainer::train_step(int64_t epoch, int64_t batch, StepTimes& t) {
   nn::RunCtx rc;
   rc.training = true;
   rc.seed = cfg_.train.seed;
-  rc.comm = sync_bn_ ? &comm_ : nullptr;
+  rc.comm = sync_bn_ ? grad_comm_ : nullptr;  // the statistics live where the activations do
   rc.rank = ctx_.rank();
   for (int64_t micro = 0; micro < accum; ++micro) {
     auto t0 = Clock::now();

@@ -91,9 +91,13 @@ class Trainer {
   bool save_checkpoint(const std::string& why);
   void print_checkpoint_policy();
 
+  // The communicator that reaches t: the device one (NCCL) for GPU tensors, else comm_.
+  dist::Communicator& comm_for(const Tensor& t) { return t.device() == Device::CUDA ? *grad_comm_ : comm_; }
+
   const Config& cfg_;
   dist::Context& ctx_;
-  dist::Communicator& comm_;
+  dist::Communicator& comm_;                   // host buffers (MPI): metrics, votes, checkpoint coordination
+  dist::Communicator* grad_comm_ = nullptr;    // device buffers: gradients, parameters, SyncBN (NCCL on GPUs)
   Device device_ = Device::CPU;                // train.device, resolved
   std::unique_ptr<MixedPrecision> precision_;  // train.precision: master weights, loss scale
   std::unique_ptr<BatchUpload> upload_;        // batches onto the device, in the model's dtype

@@ -5,11 +5,12 @@
 // save, the broadcasts of a resume. Only rank 0 touches files, so a shared
 // filesystem sees one writer and one reader, and the other ranks get the
 // state by one broadcast per flat buffer. Host scalars go over
-// ctx_.host_comm(); model and optimizer buffers over comm_, which reaches
-// them on their device.
+// ctx_.host_comm(); model and optimizer buffers over comm_for(t): NCCL for
+// GPU tensors, MPI for host ones.
 #include <signal.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
@@ -85,11 +86,21 @@ void Trainer::load_resume_checkpoint() {
   run.allow_reshard = cfg_.ckpt.allow_reshard;
   for (const std::string& note : ckpt::check_resumable(resume_->checkpoint, resume_->path, run))
     std::printf("resume: note: %s\n", note.c_str());
+  // Checked here, in the agreed phase, so that a bad state is one line on every rank.
+  if (precision_->dynamic_scaling() && resume_->checkpoint.loss_scaling) {
+    const ckpt::LossScaling& l = *resume_->checkpoint.loss_scaling;
+    try {
+      DynamicLossScale().restore({l.scale, l.good_steps, l.skipped_steps, l.consecutive_skips});
+    } catch (const UserError& e) {
+      throw UserError("checkpoint '" + resume_->path + "': " + e.what());
+    }
+  }
 }
 
 void Trainer::apply_resume_checkpoint() {
-  // found, step to continue at, optimizer steps taken
-  double head[3] = {0, 0, 0};
+  // found, step to continue at, optimizer steps taken; has loss scaling, its 4 values
+  // (ckpt::loss_scaling_row)
+  double head[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   if (resume_) {
     const ckpt::Checkpoint& c = resume_->checkpoint;
     ckpt::RunLayout run;
@@ -98,17 +109,27 @@ void Trainer::apply_resume_checkpoint() {
     head[0] = 1;
     head[1] = static_cast<double>(ckpt::resume_step(c, run));
     head[2] = static_cast<double>(c.optimizer_steps);
+    if (c.loss_scaling) {
+      head[3] = 1;
+      const std::array<double, 4> row = ckpt::loss_scaling_row(*c.loss_scaling);
+      std::copy(row.begin(), row.end(), head + 4);
+    }
     ckpt::restore(c, precision_->optimizer_params(), *model_, *optimizer_);
   }
   dist::Communicator& host = ctx_.host_comm();
-  host.broadcast(Tensor::borrow(head, Shape{3}, DType::F64), 0);
+  host.broadcast(Tensor::borrow(head, Shape{8}, DType::F64), 0);
   if (head[0] == 0) return;
   // The full-precision parameters (a 16-bit model's master weights), then the
   // model's own copy of them from those on every rank.
-  comm_.broadcast(precision_->optimizer_params(), 0);
-  for (auto& [name, t] : model_->buffers()) comm_.broadcast(t, 0);
-  for (auto& [name, t] : optimizer_->state()) comm_.broadcast(t, 0);
+  comm_for(precision_->optimizer_params()).broadcast(precision_->optimizer_params(), 0);
+  for (auto& [name, t] : model_->buffers()) comm_for(t).broadcast(t, 0);
+  for (auto& [name, t] : optimizer_->state()) comm_for(t).broadcast(t, 0);
   precision_->publish();
+  // fp16's loss scale and its counters continue where they stopped (exact resume); a checkpoint
+  // without them (another precision, or written before they were saved) starts the scale afresh.
+  if (precision_->dynamic_scaling() && head[3] > 0)
+    precision_->scaler().restore({head[4], static_cast<int64_t>(head[5]), static_cast<int64_t>(head[6]),
+                                  static_cast<int64_t>(head[7])});
 
   // The open logging window: each rank its own sums when the world size is
   // unchanged (bit-exact step table), else all of them on rank 0.
@@ -237,6 +258,10 @@ bool Trainer::save_checkpoint(const std::string& why) {
     c.hpctrain_version = std::string(HPCTRAIN_VERSION) + " (" + HPCTRAIN_COMMIT + ")";
     c.created_unix = static_cast<int64_t>(std::time(nullptr));
     ckpt::capture(precision_->optimizer_params(), *model_, *optimizer_, c);
+    if (precision_->dynamic_scaling()) {
+      const DynamicLossScale::State l = precision_->scaler().state();
+      c.loss_scaling = ckpt::LossScaling{l.scale, l.good_steps, l.skipped_steps, l.consecutive_skips};
+    }
     c.optimizer = cfg_.optim.name;
     const std::string path = ckpt::checkpoint_path(cfg_.run_dir, step_);
     try {

@@ -7,7 +7,7 @@
 # machine without a GPU it reports "SKIPPED: no GPU" (exit 77), which CTest
 # shows as skipped; with a GPU it runs the ops, layers and MNIST checks.
 source "$(dirname "$0")/lib.bash"
-for t in test_cuda_ops test_cuda_layers; do
+for t in test_cuda_ops test_cuda_layers test_cuda_transformer; do
   [ -x "$BUILD/tests/$t" ] || fail "$BUILD/tests/$t was not built"
   timeout -k 10 120 "$BUILD/tests/$t" --self-check-on-cpu > "$TMP/$t.log" 2>&1 \
     || { tail -40 "$TMP/$t.log"; fail "$t --self-check-on-cpu"; }

@@ -11,9 +11,16 @@
 #   4. the MNIST sample trained on one GPU to the CPU tests' accuracy bars
 #      (tests/e2e/train_mnist.sh: mlp >= 95%, cnn >= 97.5%; 5 epochs, batch 64,
 #      Adam 1e-3 cosine) in fp32 and bf16, and fp16 with loss scaling
+#   4b. with >= 2 GPUs: 2 ranks (NCCL gradients, SyncBatchNorm) log the same
+#      losses as 1 rank with the doubled batch (1e-4 relative); with 1 GPU that
+#      part is SKIPPED and 2 ranks on the one GPU must be refused (exit 2)
+#   4c. gpt-tiny trained on one GPU on the BSD licence text to the CPU test's
+#      bar (tests/e2e/gpt_train.sh: loss < 0.5 nats/token after 300 steps) in
+#      fp32, and in bf16 to < 0.7; the transformer ops against the CPU
+#      (build/tests/test_cuda_transformer) run with step 3
 #   5. the GPU benchmark (bench/gpu_bench.py: mlp, cnn, resnet20 samples/s in
-#      fp32 and bf16 against PyTorch on the same GPU, TFLOP/s against peak),
-#      unless --no-bench
+#      fp32 and bf16 against PyTorch on the same GPU, TFLOP/s against peak;
+#      gpt2-124m tokens/s and MFU against PyTorch), unless --no-bench
 # and writes a short report: $REPORT (default BUILD/gpu-report.md), with the
 # logs in BUILD/gpu-logs/. Target: under 8 minutes on one H200.
 #
@@ -90,6 +97,7 @@ fi
 # ---- 2, 3. ops and layers against the CPU ------------------------------------------
 check cuda-ops 300 "$build/tests/test_cuda_ops"
 check cuda-layers 300 "$build/tests/test_cuda_layers"
+check cuda-transformer 300 "$build/tests/test_cuda_transformer"
 
 # ---- 4. MNIST to the CPU tests' accuracy bars ----------------------------------------
 mnist=${MNIST_H5:-$build/testdata/mnist.h5}
@@ -99,7 +107,8 @@ if [ ! -f "$mnist" ]; then
     "$build/hpcdata" pack --from mnist-idx "$build/testdata/mnist-idx" -o "$mnist" --force >> "$logs/mnist-fetch.log" 2>&1
   fi
 fi
-# For trying this script on a machine without a GPU: GPU_SUITE_DEVICE=cpu GPU_SUITE_EPOCHS=1.
+# For trying this script on a machine without a GPU: GPU_SUITE_DEVICE=cpu GPU_SUITE_EPOCHS=1
+# (and GPU_SUITE_GPUS=2 for the 2-rank comparison over MPI).
 export build mnist logs device=${GPU_SUITE_DEVICE:-cuda} epochs=${GPU_SUITE_EPOCHS:-5}
 acc_rows=()
 train_mnist() {  # preset precision bar
@@ -134,9 +143,95 @@ else
   rows+=("| mnist | skipped: no MNIST sample (set MNIST_H5 or MNIST_DIR; see gpu-logs/mnist-fetch.log) | |")
 fi
 
+# ---- 4b. data parallel over NCCL --------------------------------------------------------
+# ≥ 2 GPUs: 2 ranks × batch 32 (one GPU each, gradients and SyncBatchNorm through NCCL)
+# log the same losses as 1 rank × 64. SGD (Adam hides a wrong average), a CNN with
+# BatchNorm, 6 steps. Tolerance 1e-4 relative: the runs differ in summation order and
+# in the cuDNN algorithms picked per batch size (≈1e-6 per step in fp32); a wrong
+# average or an unsynced BatchNorm moves the losses by 1e-3 or more (tests/e2e/dist_train.sh).
+# 1 GPU: that part is SKIPPED; 2 ranks on the one GPU must be refused (one line, exit 2).
+export gpus=${GPU_SUITE_GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
+dp_nccl() {  # ranks: 2 (compare with 1 rank) or "shared" (2 ranks, 1 GPU: refused)
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  local cnn="conv(16,3,pad=1) bn relu maxpool(2) conv(32,3,pad=1) bn relu maxpool(2) flatten linear(64) relu linear(10)"
+  local dir="$build/gpu-runs/dp" rc=0
+  local common=(--data.path "$mnist" --model.spec "$cnn" --optim.name sgd --optim.lr 0.02 --train.steps 6
+                --log.every 1 --log.progress plain --ckpt.keep 1 --train.device "$device")
+  rm -rf "$dir" && mkdir -p "$dir"  # the logs go next to it, in gpu-runs/ (no MNIST run may have made it)
+  if [ "$1" = shared ]; then
+    timeout -k 10 120 mpirun -np 2 --oversubscribe --bind-to none "$build/hpctrain" "${common[@]}" \
+      --train.batch_size 32 --run.dir "$dir/shared" > "$dir.shared.out" 2> "$dir.shared.err" || rc=$?
+    cat "$dir.shared.err"
+    [ "$rc" -eq 2 ] && [ "$(grep -c 'would share GPU' "$dir.shared.err")" -eq 1 ] ||
+      { echo "2 ranks on 1 GPU: expected exit 2 and one 'would share GPU' line, got exit $rc"; return 1; }
+    echo "2 ranks on 1 GPU refused: one line, exit 2"
+    return 0
+  fi
+  timeout -k 10 200 mpirun -np 1 --oversubscribe --bind-to none "$build/hpctrain" "${common[@]}" \
+    --train.batch_size 64 --run.dir "$dir/w1" > "$dir.w1.log" 2>&1 || { cat "$dir.w1.log"; return 1; }
+  timeout -k 10 200 mpirun -np 2 --oversubscribe --bind-to none "$build/hpctrain" "${common[@]}" \
+    --train.batch_size 32 --run.dir "$dir/w2" > "$dir.w2.log" 2>&1 || { cat "$dir.w2.log"; return 1; }
+  grep -E "^ranks:|communicator|SyncBatchNorm|gradient all-reduce|^  rank" "$dir.w2.log"
+  if [ "$device" = cuda ]; then
+    grep -q "communicator nccl (gradients), mpi (host)" "$dir.w2.log" || { echo "2 ranks: not on NCCL"; return 1; }
+  fi
+  grep -q "SyncBatchNorm: on" "$dir.w2.log" || { echo "2 ranks: SyncBatchNorm is not on"; return 1; }
+  /usr/bin/python3 - "$dir/w1/metrics.jsonl" "$dir/w2/metrics.jsonl" <<'PY'
+import json, sys
+loss = [[json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:]]
+assert len(loss[0]) == len(loss[1]) == 6, f"expected 6 losses each, got {len(loss[0])} and {len(loss[1])}"
+worst = max(abs(a - b) / abs(a) for a, b in zip(*loss))
+for a, b in zip(*loss):
+    print(f"  1 rank x 64: {a:.9f}   2 ranks x 32: {b:.9f}")
+print(f"2 ranks x 32 vs 1 rank x 64: worst relative difference {worst:.2g} (tolerance 1e-4)")
+sys.exit(0 if worst < 1e-4 else 1)
+PY
+}
+if [ -f "$mnist" ]; then
+  if [ "$gpus" -ge 2 ]; then
+    check dp-nccl-2gpu 420 dp_nccl 2
+  else
+    echo "== dp-nccl-2gpu"
+    echo "   SKIPPED: 2-rank NCCL training needs 2 GPUs, this machine has $gpus"
+    rows+=("| dp-nccl-2gpu | skipped: SKIPPED: needs 2 GPUs, this machine has $gpus | |")
+    [ "$device" = cuda ] && check dp-nccl-shared-gpu 150 dp_nccl shared
+  fi
+fi
+
+# ---- 4c. gpt-tiny on the GPU ------------------------------------------------------------
+# The CPU test's run (tests/e2e/gpt_train.sh: AdamW 3e-3, batch 8, 300 steps)
+# on one GPU. Bars: fp32 < 0.5 nats/token, the CPU test's (its text explains
+# it); bf16 < 0.7, since each logit is rounded to 8 bits before the loss.
+gpt_rows=()
+train_gpt() {  # precision bar
+  local dir="$build/gpu-runs/gpt-tiny-$1" text=/usr/share/common-licenses/BSD
+  rm -rf "$dir" && mkdir -p "$dir"
+  "$build/hpcdata" pack --from text "$text" --val-fraction 0 -o "$dir/bsd.h5" > /dev/null || return 1
+  "$build/hpctrain" --data.path "$dir/bsd.h5" --model.preset gpt-tiny --train.device "$device" \
+    --train.precision "$1" --optim.name adamw --optim.lr 3e-3 --train.batch_size 8 --train.steps 300 \
+    --data.drop_last false --log.every 50 --log.progress plain --run.dir "$dir/run" || return 1
+  local last
+  last=$(grep -oP '"loss": \K[^,]*' "$dir/run/metrics.jsonl" | tail -1)
+  echo "final loss $last nats/token (bar $2)"
+  awk -v l="$last" -v b="$2" 'BEGIN { exit !(l < b) }'
+}
+if [ -f /usr/share/common-licenses/BSD ]; then
+  for p in fp32 bf16; do
+    [ "$device" = cuda ] || [ "$p" = fp32 ] || continue
+    bar=$([ "$p" = fp32 ] && echo 0.5 || echo 0.7)
+    check "gpt-tiny-$p" 240 train_gpt "$p" "$bar"
+    gpt_rows+=("| gpt-tiny | $p | $(grep -oP 'final loss \K.*' "$logs/gpt-tiny-$p.log" | tail -1) |")
+  done
+else
+  rows+=("| gpt-tiny | skipped: no /usr/share/common-licenses/BSD | |")
+fi
+
 # ---- 5. benchmark -------------------------------------------------------------------
 if [ "$do_bench" -eq 1 ]; then
-  check benchmark 420 /usr/bin/python3 "$root/bench/gpu_bench.py" --build "$build" --out "$build/gpu-bench.md"
+  check benchmark 420 /usr/bin/python3 "$root/bench/gpu_bench.py" --build "$build" --out "$build/gpu-bench.md" \
+    --part vision
+  check benchmark-gpt 240 /usr/bin/python3 "$root/bench/gpu_bench.py" --build "$build" \
+    --out "$build/gpu-bench-gpt.md" --part gpt
 fi
 
 # ---- report -------------------------------------------------------------------------
@@ -159,9 +254,21 @@ total=$(( $(date +%s) - start ))
     echo "| --- | --- | --- | ---: |"
     printf '%s\n' "${acc_rows[@]}"
   fi
+  if [ ${#gpt_rows[@]} -gt 0 ]; then
+    echo
+    echo "## gpt-tiny on one GPU (BSD licence text, AdamW 3e-3, batch 8, 300 steps)"
+    echo
+    echo "| model | precision | training loss |"
+    echo "| --- | --- | --- |"
+    printf '%s\n' "${gpt_rows[@]}"
+  fi
   if [ -f "$build/gpu-bench.md" ] && [ "$do_bench" -eq 1 ]; then
     echo
     cat "$build/gpu-bench.md"
+  fi
+  if [ -f "$build/gpu-bench-gpt.md" ] && [ "$do_bench" -eq 1 ]; then
+    echo
+    cat "$build/gpu-bench-gpt.md"
   fi
   echo
   echo "Op and layer tests: $(grep -h -E '^\[  (PASSED|FAILED) ' "$logs"/cuda-*.log 2>/dev/null | tr '\n' ' ')"

@@ -11,12 +11,16 @@
 // differently, it is within a few float ulps.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "backend/ops_core.h"
 #include "backend/ops_nn.h"
+#include "backend/ops_transformer.h"
 #include "core/rng.h"
 #include "kernels/cast_math.h"
 #include "kernels/conv_math.h"
@@ -24,6 +28,8 @@
 #include "kernels/loss_math.h"
 #include "kernels/norm_math.h"
 #include "kernels/pool_math.h"
+#include "kernels/transformer_math.h"
+#include "kernels/transformer_plan.h"
 
 namespace hpc::kernels {
 namespace {
@@ -260,6 +266,230 @@ TEST(EmulatedKernels, CrossEntropyRowOnSixteenBitStorage) {
       EXPECT_NEAR(float(dzb[j]), dz[j], 4e-3 * std::abs(dz[j]) + 1e-6);  // one bf16 rounding of dz
       EXPECT_NEAR(float(dzh[j]), dz[j], 5e-4 * std::abs(dz[j]) + 1e-7);  // one fp16 rounding of dz
     }
+  }
+}
+
+}  // namespace
+}  // namespace hpc::kernels
+
+// ---- transformer (kernels/transformer.cu, transformer_plan.h) -----------------------------
+// Warp kernels are emulated lane by lane: every lane's partial result from
+// the lane function, then the butterfly (xor) shuffle's order of combining.
+namespace hpc::kernels {
+namespace {
+
+template <typename V, typename Op>
+V butterfly(std::array<V, WARP> v, Op op) {
+  for (int offset = WARP / 2; offset > 0; offset /= 2) {
+    std::array<V, WARP> next = v;
+    for (int l = 0; l < WARP; ++l) next[l] = op(v[l], v[l ^ offset]);
+    v = next;
+  }
+  return v[0];
+}
+template <typename V>
+V lane_sum(const std::array<V, WARP>& v) {
+  return butterfly(v, [](V a, V b) { return a + b; });
+}
+
+TEST(EmulatedTransformer, TokenIdChecks) {
+  EXPECT_TRUE(token_id_valid(0, 7, exact_id_limit<float>()));
+  EXPECT_TRUE(token_id_valid(6, 7, exact_id_limit<float>()));
+  for (double bad : {-1.0, 7.0, 2.5, std::nan("")}) EXPECT_FALSE(token_id_valid(bad, 7, 1e9)) << bad;
+  // bf16 carries ids below 256 exactly: 257 arrives as 256, so 256 and up are refused.
+  EXPECT_EQ(double(Bf16(257.0f)), 256.0);
+  EXPECT_TRUE(token_id_valid(double(Bf16(255.0f)), 50257, exact_id_limit<Bf16>()));
+  EXPECT_FALSE(token_id_valid(double(Bf16(257.0f)), 50257, exact_id_limit<Bf16>()));
+  EXPECT_TRUE(token_id_valid(double(Half(2047.0f)), 50257, exact_id_limit<Half>()));
+  EXPECT_FALSE(token_id_valid(double(Half(2049.0f)), 50257, exact_id_limit<Half>()));
+}
+
+// Forward gather and the sort-based deterministic scatter, bitwise against the CPU op.
+TEST(EmulatedTransformer, EmbeddingMatchesCpu) {
+  const int64_t b_n = 3, t_len = 5, vocab = 7, width = 6, n = b_n * t_len;
+  Tensor ids(Shape{b_n, t_len}, DType::F32);
+  Rng rng(21);
+  for (int64_t i = 0; i < n; ++i) ids.data<float>()[i] = float(rng.below(4));  // repeats: long runs
+  const Tensor wte = random(Shape{vocab, width}, 22), wpe = random(Shape{t_len, width}, 23);
+  const Tensor dy = random(Shape{b_n, t_len, width}, 24);
+  Tensor y(Shape{b_n, t_len, width}, DType::F32), y2(y.shape(), DType::F32);
+  backend::embedding_forward(ids, wte, wpe, y);
+
+  std::vector<int32_t> keys(n), sorted_key(n), sorted_pos(n);
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = ids.data<float>()[i];
+    keys[i] = token_id_valid(v, vocab, exact_id_limit<float>()) ? int32_t(v) : int32_t(vocab);
+  }
+  for (int64_t e = 0; e < n * width; ++e) {
+    const int64_t r = e / width, j = e % width;
+    y2.data<float>()[e] =
+        embedding_element(wte.data<float>()[keys[r] * width + j], wpe.data<float>()[(r % t_len) * width + j]);
+  }
+  expect_bitwise(y2, y, "embedding forward");
+
+  for (int64_t i = 0; i < n; ++i) {  // stable_rank_kernel
+    int64_t rank = 0;
+    for (int64_t k = 0; k < n; ++k) rank += sorts_before(keys[k], k, keys[i], i);
+    sorted_key[rank] = keys[i];
+    sorted_pos[rank] = int32_t(i);
+  }
+  const Tensor dwte = random(Shape{vocab, width}, 25), dwpe = random(Shape{t_len, width}, 26);
+  Tensor dwte2(dwte.shape(), DType::F32), dwpe2(dwpe.shape(), DType::F32);
+  backend::copy(dwte, dwte2);
+  backend::copy(dwpe, dwpe2);
+  backend::embedding_backward(ids, dy, dwte, dwpe);
+  int64_t runs = 0;
+  for (int64_t e = 0; e < n * width; ++e)
+    runs += embedding_token_grad(sorted_key.data(), sorted_pos.data(), n, e / width, e % width, width, vocab,
+                                 dy.data<float>(), dwte2.data<float>());
+  for (int64_t e = 0; e < t_len * width; ++e)
+    embedding_position_grad(dy.data<float>(), b_n, t_len, width, e, dwpe2.data<float>());
+  EXPECT_EQ(runs, 4 * width);  // ids 0..3 all occur in 15 draws (seeded)
+  expect_bitwise(dwte2, dwte, "embedding token gradient");
+  expect_bitwise(dwpe2, dwpe, "embedding position gradient");
+}
+
+TEST(EmulatedTransformer, LayerNormMatchesCpu) {
+  const int64_t rows = 70, width = 45;  // width: lanes with 1 and 2 columns; rows: several splits
+  const Tensor x = random(Shape{rows, width}, 31, -2, 3), dy = random(Shape{rows, width}, 32);
+  const Tensor gamma = random(Shape{width}, 33, 0.5, 1.5), beta = random(Shape{width}, 34);
+  Tensor y(x.shape(), DType::F32), mean(Shape{rows}, DType::F32), rstd(Shape{rows}, DType::F32);
+  backend::layernorm_forward(x, gamma, beta, 1e-5, y, mean, rstd);
+  Tensor y2(x.shape(), DType::F32), mean2(Shape{rows}, DType::F32), rstd2(Shape{rows}, DType::F32);
+  const float *g = gamma.data<float>(), *bt = beta.data<float>();
+  for (int64_t r = 0; r < rows; ++r) {  // layernorm_forward_kernel
+    const float* in = x.data<float>() + r * width;
+    std::array<double, WARP> part{};
+    for (int l = 0; l < WARP; ++l) part[l] = ln_lane_sum(in, width, l);
+    const double mu = lane_sum(part) / double(width);
+    for (int l = 0; l < WARP; ++l) part[l] = ln_lane_sq_dev(in, width, l, mu);
+    const double rs = ln_rstd(lane_sum(part), width, 1e-5);
+    for (int l = 0; l < WARP; ++l)
+      ln_lane_normalize(in, g, bt, width, l, float(mu), float(rs), y2.data<float>() + r * width);
+    mean2.data<float>()[r] = float(mu);
+    rstd2.data<float>()[r] = float(rs);
+  }
+  expect_close(y2, y, 1e-6, "layernorm y");
+  expect_close(mean2, mean, 1e-6, "layernorm mean");
+  expect_close(rstd2, rstd, 1e-6, "layernorm rstd");
+
+  Tensor dx = random(x.shape(), 35), dg = random(Shape{width}, 36), db = random(Shape{width}, 37);
+  Tensor dx2(x.shape(), DType::F32), dg2(Shape{width}, DType::F32), db2(Shape{width}, DType::F32);
+  backend::copy(dx, dx2);
+  backend::copy(dg, dg2);
+  backend::copy(db, db2);
+  backend::layernorm_backward(x, dy, gamma, mean, rstd, dx, true, dg, db);
+  for (int64_t r = 0; r < rows; ++r) {  // layernorm_dx_kernel
+    const float *in = x.data<float>() + r * width, *d = dy.data<float>() + r * width;
+    const float m = mean.data<float>()[r], rs = rstd.data<float>()[r];
+    std::array<double, WARP> sg{}, sgx{};
+    for (int l = 0; l < WARP; ++l) ln_lane_grad_sums(in, d, g, width, l, m, rs, sg[l], sgx[l]);
+    const float mg = float(lane_sum(sg) / double(width)), mgx = float(lane_sum(sgx) / double(width));
+    for (int l = 0; l < WARP; ++l)
+      ln_lane_dx(in, d, g, width, l, m, rs, mg, mgx, true, dx2.data<float>() + r * width);
+  }
+  expect_close(dx2, dx, 2e-5, "layernorm dx (accumulated)");
+  const int64_t splits = layernorm_param_splits(rows), per = (rows + splits - 1) / splits;
+  ASSERT_GT(splits, 1);
+  for (int64_t j = 0; j < width; ++j) {  // partials kernel, then the finish kernel in split order
+    double s_xhat = dg2.data<float>()[j], s_dy = db2.data<float>()[j];
+    for (int64_t s = 0; s < splits; ++s) {
+      double a = 0, b = 0;
+      const int64_t begin = s * per, end = std::min(begin + per, rows);
+      if (begin < end)
+        ln_param_partial(x.data<float>(), dy.data<float>(), mean.data<float>(), rstd.data<float>(), width, j,
+                         begin, end, a, b);
+      s_xhat += a;
+      s_dy += b;
+    }
+    dg2.data<float>()[j] = float(s_xhat);
+    db2.data<float>()[j] = float(s_dy);
+  }
+  expect_close(dg2, dg, 2e-5, "layernorm dgamma");
+  expect_close(db2, db, 2e-5, "layernorm dbeta");
+}
+
+// Runs an attention plan on the CPU: GEMMs by cuBLAS's column-major
+// definition, softmax steps through the lane functions.
+struct HostAttnBuffers {
+  std::map<AttnBuf, float*> buf;
+  float* at(const AttnOperand& o, int64_t z) const { return buf.at(o.buf) + o.offset + z * o.batch_stride; }
+};
+
+void run_plan_on_cpu(const std::vector<AttnStep>& steps, const HostAttnBuffers& hb) {
+  for (const AttnStep& step : steps) {
+    if (step.kind == AttnStep::Kind::Gemm) {
+      const CublasGemm& g = step.gemm;
+      for (int64_t z = 0; z < g.batch; ++z) {
+        const float *a = hb.at(g.a, z), *b = hb.at(g.b, z);
+        float* c = hb.at(g.c, z);
+        for (int64_t i = 0; i < g.m; ++i)
+          for (int64_t j = 0; j < g.n; ++j) {
+            double acc = 0;
+            for (int64_t l = 0; l < g.k; ++l) {
+              const float av = g.trans_a ? a[l + i * g.a.ld] : a[i + l * g.a.ld];
+              const float bv = g.trans_b ? b[j + l * g.b.ld] : b[l + j * g.b.ld];
+              acc += double(av) * double(bv);
+            }
+            float& out = c[i + j * g.c.ld];
+            out = float(g.alpha * acc + (g.beta == 0 ? 0.0 : g.beta * double(out)));
+          }
+      }
+      continue;
+    }
+    const SoftmaxRows& r = step.rows;
+    ASSERT_EQ(r.p.ld, r.t_len);
+    for (int64_t row = 0; row < r.batch * r.t_len; ++row) {
+      const int64_t z = row / r.t_len, t = row % r.t_len;
+      float* p = hb.at(r.p, z) + t * r.t_len;
+      std::array<float, WARP> part{};
+      if (step.kind == AttnStep::Kind::SoftmaxForward) {
+        for (int l = 0; l < WARP; ++l) part[l] = softmax_lane_max(p, t, l);
+        const float mx = butterfly(part, [](float v, float w) { return w > v ? w : v; });
+        for (int l = 0; l < WARP; ++l) part[l] = softmax_lane_exp_sum(p, t, l, mx);
+        const float inv = 1.0f / lane_sum(part);
+        for (int l = 0; l < WARP; ++l) softmax_lane_write(p, t, r.t_len, l, mx, inv);
+      } else {
+        float* dp = hb.at(r.dp, z) + t * r.t_len;
+        for (int l = 0; l < WARP; ++l) part[l] = softmax_lane_dot(p, dp, t, l);
+        const float dot = lane_sum(part);
+        for (int l = 0; l < WARP; ++l) softmax_lane_backward(p, dp, t, r.t_len, l, dot);
+      }
+    }
+  }
+}
+
+// Both loop orders (over samples, batched over heads, and the reverse), and a
+// context longer than a warp so lanes wrap around the row.
+TEST(EmulatedTransformer, AttentionPlanMatchesCpu) {
+  struct Case {
+    int64_t samples, heads, t_len, width;
+  };
+  for (const Case cs : {Case{2, 3, 5, 12}, Case{3, 2, 37, 8}, Case{1, 1, 4, 4}}) {
+    SCOPED_TRACE(testing::Message() << cs.samples << " samples, " << cs.heads << " heads, T " << cs.t_len);
+    const int64_t b_n = cs.samples, h_n = cs.heads, t = cs.t_len, c = cs.width;
+    const AttnShape shape{b_n, h_n, t, c};
+    const int64_t head_dim = c / h_n;  // c is a multiple of the heads
+    const double scale = 1.0 / std::sqrt(double(head_dim));
+    const Tensor qkv = random(Shape{b_n, t, 3 * c}, 41, -2, 2), dout = random(Shape{b_n, t, c}, 42);
+    Tensor probs(Shape{b_n, h_n, t, t}, DType::F32), out(Shape{b_n, t, c}, DType::F32);
+    Tensor dqkv(qkv.shape(), DType::F32), scratch(Shape{t, t}, DType::F32);
+    backend::attention_forward(qkv, h_n, probs, out);
+    backend::attention_backward(qkv, probs, dout, h_n, dqkv, scratch);
+
+    Tensor probs2(probs.shape(), DType::F32), out2(out.shape(), DType::F32), dqkv2(dqkv.shape(), DType::F32);
+    Tensor scratch2(Shape{attention_scratch_count(shape)}, DType::F32);
+    backend::fill(probs2, 7.0);  // the plan must overwrite every element, the masked ones too
+    backend::fill(dqkv2, 7.0);
+    HostAttnBuffers hb;
+    hb.buf = {{AttnBuf::Qkv, qkv.data<float>()},    {AttnBuf::Probs, probs2.data<float>()},
+              {AttnBuf::Out, out2.data<float>()},   {AttnBuf::Dout, dout.data<float>()},
+              {AttnBuf::Dqkv, dqkv2.data<float>()}, {AttnBuf::Scratch, scratch2.data<float>()}};
+    run_plan_on_cpu(attention_forward_plan(shape, scale), hb);
+    expect_close(probs2, probs, 2e-5, "attention probabilities");
+    expect_close(out2, out, 2e-5, "attention output");
+    run_plan_on_cpu(attention_backward_plan(shape, scale), hb);
+    expect_close(dqkv2, dqkv, 5e-5, "attention dqkv");
   }
 }
 

@@ -89,4 +89,18 @@ void optim_update(const OptimHyper& hyper, bool decay, const Tensor& params, con
 int64_t unscale_grads(const Tensor& grads, const Tensor& out, double inv_scale);
 int64_t count_nonfinite(const Tensor& x);
 
+// ---- transformer (ops_transformer.h; transformer_ops.cpp) ----------------------------
+// Token ids may be any float dtype or int32. embedding_forward waits for the
+// GPU once (its id check); attention_backward uses the context's scratch, not `scratch`.
+void embedding_forward(const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& y);
+void embedding_backward(const Tensor& ids, const Tensor& dy, const Tensor& dwte, const Tensor& dwpe);
+void layernorm_forward(const Tensor& x, const Tensor& gamma, const Tensor& beta, double eps, const Tensor& y,
+                       const Tensor& mean, const Tensor& rstd);
+void layernorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, const Tensor& mean,
+                        const Tensor& rstd, const Tensor& dx, bool accumulate, const Tensor& dgamma,
+                        const Tensor& dbeta);
+void attention_forward(const Tensor& qkv, int64_t heads, const Tensor& probs, const Tensor& out);
+void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dout, int64_t heads,
+                        const Tensor& dqkv, const Tensor& scratch);
+
 }  // namespace hpc::backend::cuda

@@ -89,6 +89,7 @@ class NcclRequest final : public dist::Request {
   NcclRequest(NcclComm& comm, std::shared_ptr<Pending> p) : comm_(comm), p_(std::move(p)) {}
   void wait() override;
   bool test() override;
+  void wait_on_device() override;
 
  private:
   NcclComm& comm_;
@@ -105,6 +106,9 @@ class NcclComm final : public dist::Communicator {
   std::string name() const override { return "nccl"; }
 
   void allreduce(const Tensor& buf, dist::ReduceOp op) override { allreduce_async(buf, op)->wait(); }
+  void allreduce_before_compute(const Tensor& buf, dist::ReduceOp op) override {
+    allreduce_async(buf, op)->wait_on_device();
+  }
   std::unique_ptr<dist::Request> allreduce_async(const Tensor& buf, dist::ReduceOp op) override {
     return std::move(allreduce_group({buf}, op)[0]);
   }
@@ -116,6 +120,8 @@ class NcclComm final : public dist::Communicator {
 
   void wait(Pending& p);
   bool test(Pending& p);
+  // The compute stream waits for p's end event; the host does not (the watchdog bounds p).
+  void order_compute_after(const Pending& p);
 
  private:
   uint64_t next_seq() { return hb_ != nullptr ? hb_->start() : ++local_seq_; }
@@ -157,6 +163,7 @@ class NcclComm final : public dist::Communicator {
 
 void NcclRequest::wait() { comm_.wait(*p_); }
 bool NcclRequest::test() { return comm_.test(*p_); }
+void NcclRequest::wait_on_device() { comm_.order_compute_after(*p_); }
 
 NcclComm::NcclComm(const NcclSetup& s)
     : rank_(s.rank),
@@ -360,6 +367,12 @@ void NcclComm::barrier() {
       with_comm([&](ncclComm_t c) { return ncclAllReduce(one_, one_, 1, ncclInt32, ncclMax, c, stream_); }),
       seq, CollOp::Barrier, "ncclAllReduce");
   wait(*enqueue_end(seq, CollOp::Barrier));
+}
+
+void NcclComm::order_compute_after(const Pending& p) {
+  if (p.complete) return;
+  check_async(p.seq, p.op);  // a failure already reported is not hidden behind a stream wait
+  cudaCheck(cudaStreamWaitEvent(compute_, p.done, 0));
 }
 
 bool NcclComm::test(Pending& p) {

@@ -97,4 +97,25 @@ void optim_update(const OptimHyper&, bool, const Tensor&, const Tensor&, const T
 int64_t unscale_grads(const Tensor&, const Tensor&, double) { unavailable("unscale_grads"); }
 int64_t count_nonfinite(const Tensor&) { unavailable("count_nonfinite"); }
 
+void embedding_forward(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  unavailable("embedding_forward");
+}
+void embedding_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
+  unavailable("embedding_backward");
+}
+void layernorm_forward(const Tensor&, const Tensor&, const Tensor&, double, const Tensor&, const Tensor&,
+                       const Tensor&) {
+  unavailable("layernorm_forward");
+}
+void layernorm_backward(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                        const Tensor&, bool, const Tensor&, const Tensor&) {
+  unavailable("layernorm_backward");
+}
+void attention_forward(const Tensor&, int64_t, const Tensor&, const Tensor&) {
+  unavailable("attention_forward");
+}
+void attention_backward(const Tensor&, const Tensor&, const Tensor&, int64_t, const Tensor&, const Tensor&) {
+  unavailable("attention_backward");
+}
+
 }  // namespace hpc::backend::cuda

@@ -1,0 +1,237 @@
+// The multi-GPU rules that need no GPU: which device a rank trains on
+// (train/device_choice.h), and the order the GradReducer puts bucket
+// collectives and the optimizer in on a device communicator, checked with a
+// fake communicator that models the two CUDA streams (a collective starts at
+// an event recorded on the compute stream; wait_on_device queues a wait on the
+// compute stream). With real streams NcclComm does exactly those two things
+// (backend/cuda/nccl_comm.cu: order_after_compute, order_compute_after), which
+// only tests/gpu/run.sh can run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "dist/grad_reducer.h"
+#include "grad_check.h"
+#include "nn/layers/layers.h"
+#include "train/device_choice.h"
+
+using namespace hpc;
+
+namespace {
+
+// ---- device choice ----------------------------------------------------------------------
+
+train::DeviceView view(bool built, int gpus, bool every = true, int first_without = -1) {
+  return {built, gpus, every, first_without};
+}
+
+std::string device_error(const std::string& want, const train::DeviceView& v) {
+  try {
+    train::resolve_device(want, v);
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(DeviceChoice, AutoTakesTheGpuOnlyWhenEveryRankHasOne) {
+  using train::resolve_device;
+  EXPECT_EQ(resolve_device("auto", view(true, 1)), Device::CUDA);
+  EXPECT_EQ(resolve_device("auto", view(true, 8)), Device::CUDA);  // several ranks, several GPUs
+  EXPECT_EQ(resolve_device("auto", view(true, 0)), Device::CPU);
+  EXPECT_EQ(resolve_device("auto", view(false, 0)), Device::CPU);
+  EXPECT_EQ(resolve_device("auto", view(false, 4)), Device::CPU);           // CPU-only build on a GPU node
+  EXPECT_EQ(resolve_device("auto", view(true, 2, false, 3)), Device::CPU);  // rank 3 has none: all on the CPU
+  EXPECT_EQ(resolve_device("cpu", view(true, 2)), Device::CPU);
+  EXPECT_FALSE(train::device_needs_probe("cpu"));
+  EXPECT_TRUE(train::device_needs_probe("auto"));
+}
+
+TEST(DeviceChoice, CudaIsOneLineErrorWhenItCannotWork) {
+  EXPECT_EQ(train::resolve_device("cuda", view(true, 2)), Device::CUDA);
+  const std::string built = device_error("cuda", view(false, 0));
+  EXPECT_NE(built.find("built without CUDA"), std::string::npos) << built;
+  const std::string none = device_error("cuda", view(true, 0));
+  EXPECT_NE(none.find("no CUDA device is visible"), std::string::npos) << none;
+  const std::string other = device_error("cuda", view(true, 1, false, 5));
+  EXPECT_NE(other.find("rank 5 sees no CUDA device"), std::string::npos) << other;
+  EXPECT_NE(device_error("gpu", view(true, 1)).find("unknown device 'gpu'"), std::string::npos);
+  for (const std::string& m : {built, none, other}) EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+}
+
+// ---- bucket / stream ordering -----------------------------------------------------------
+
+// What happened on the two fake streams.
+struct Streams {
+  struct Write {  // backward wrote gradients [begin, end) as compute op `at`
+    int64_t begin, end;
+    size_t at;
+  };
+  struct Collective {      // one bucket's AllReduce on the comm stream
+    int64_t begin, end;    // its gradient range
+    size_t after_compute;  // it waits for the event at this point of the compute stream
+  };
+  std::vector<std::string> compute;  // ops queued on the compute stream, in order
+  std::vector<Write> writes;
+  std::vector<Collective> collectives;
+  int host_waits = 0;
+};
+
+class FakeRequest final : public dist::Request {
+ public:
+  FakeRequest(Streams& s, size_t index, bool device) : s_(s), index_(index), device_(device) {}
+  void wait() override { ++s_.host_waits; }
+  bool test() override { return false; }  // still running: nothing may depend on it being done
+  void wait_on_device() override {
+    if (!device_) return wait();  // what a host communicator does (the default)
+    s_.compute.push_back("wait " + std::to_string(index_));
+  }
+
+ private:
+  Streams& s_;
+  size_t index_;
+  bool device_;
+};
+
+class FakeStreamComm final : public dist::Communicator {
+ public:
+  FakeStreamComm(Streams& s, const Tensor& grads, bool device)
+      : s_(s), base_(grads.data<float>()), device_(device) {}
+  int rank() const override { return 0; }
+  int size() const override { return 2; }
+  std::string name() const override { return device_ ? "fake-nccl" : "fake-mpi"; }
+  void allreduce(const Tensor&, dist::ReduceOp) override { ADD_FAILURE() << "blocking allreduce"; }
+  std::unique_ptr<dist::Request> allreduce_async(const Tensor& buf, dist::ReduceOp op) override {
+    return std::move(allreduce_group({buf}, op)[0]);
+  }
+  std::vector<std::unique_ptr<dist::Request>> allreduce_group(const std::vector<Tensor>& bufs,
+                                                              dist::ReduceOp op) override {
+    EXPECT_EQ(op, dist::ReduceOp::Avg);
+    std::vector<std::unique_ptr<dist::Request>> out;
+    for (const Tensor& b : bufs) {
+      const int64_t begin = b.data<float>() - base_;
+      s_.collectives.push_back({begin, begin + b.count(), s_.compute.size()});
+      out.push_back(std::make_unique<FakeRequest>(s_, s_.collectives.size() - 1, device_));
+    }
+    return out;
+  }
+  void broadcast(const Tensor&, int) override { ADD_FAILURE() << "broadcast"; }
+  void allgather(const Tensor&, const Tensor&) override { ADD_FAILURE() << "allgather"; }
+  void barrier() override { ADD_FAILURE() << "barrier"; }
+
+ private:
+  Streams& s_;
+  const float* base_;
+  bool device_;
+};
+
+// A model of 6 parameter tensors; backward completes them last to first.
+const std::vector<int64_t> OFFSETS = {0, 4000, 4010, 70000, 70064, 200000, 200100};
+
+Streams run_step(bool device, bool overlap) {
+  Streams s;
+  Tensor grads(Shape{OFFSETS.back()}, DType::F32);
+  FakeStreamComm comm(s, grads, device);
+  const std::vector<int64_t> cuts(OFFSETS.begin(), OFFSETS.end() - 1);
+  dist::GradReducer reducer(comm, grads, 64 * 1024.0, cuts, overlap);  // ~16k floats a bucket
+  reducer.begin();
+  for (size_t layer = OFFSETS.size() - 1; layer-- > 0;) {
+    s.writes.push_back({OFFSETS[layer], OFFSETS[layer + 1], s.compute.size()});
+    s.compute.push_back("backward layer " + std::to_string(layer));
+    reducer.on_ready(OFFSETS[layer]);  // everything at or above this offset is written
+  }
+  reducer.finish();
+  s.compute.emplace_back("optimizer");
+  EXPECT_EQ(reducer.bucket_ranges().size(), s.collectives.size());
+  for (size_t i = 0; i < s.collectives.size() && i < reducer.bucket_ranges().size(); ++i) {
+    EXPECT_EQ(reducer.bucket_ranges()[i].first, s.collectives[i].begin) << "launch order, bucket " << i;
+    EXPECT_EQ(reducer.bucket_ranges()[i].second, s.collectives[i].end) << "launch order, bucket " << i;
+  }
+  return s;
+}
+
+// Every collective waits for every write into its range; the optimizer waits for every collective.
+void expect_ordered(const Streams& s) {
+  int64_t covered = 0;
+  for (size_t i = 0; i < s.collectives.size(); ++i) {
+    const auto& c = s.collectives[i];
+    covered += c.end - c.begin;
+    for (const auto& w : s.writes) {
+      if (w.begin >= c.end || c.begin >= w.end) continue;
+      EXPECT_LT(w.at, c.after_compute)
+          << "bucket " << i << " [" << c.begin << ", " << c.end << ") starts before backward wrote ["
+          << w.begin << ", " << w.end << ")";
+    }
+  }
+  EXPECT_EQ(covered, OFFSETS.back()) << "the buckets cover the gradient buffer exactly once";
+}
+
+TEST(GradReducerStreams, BucketsFollowTheirWritesAndTheOptimizerWaitsOnTheDevice) {
+  const Streams s = run_step(true, true);
+  ASSERT_GE(s.collectives.size(), 3u);
+  expect_ordered(s);
+  // Overlap: some bucket starts while backward still has layers to run.
+  EXPECT_LE(s.collectives.front().after_compute, s.writes.back().at);
+  // finish(): the compute stream waits for every bucket before the optimizer, the host for none.
+  const size_t optimizer = s.compute.size() - 1;
+  for (size_t i = 0; i < s.collectives.size(); ++i) {
+    const auto it = std::find(s.compute.begin(), s.compute.end(), "wait " + std::to_string(i));
+    ASSERT_NE(it, s.compute.end()) << "no device wait for bucket " << i;
+    EXPECT_LT(static_cast<size_t>(it - s.compute.begin()), optimizer);
+  }
+  EXPECT_EQ(s.host_waits, 0);
+}
+
+TEST(GradReducerStreams, WithoutOverlapEverythingStartsAfterBackward) {
+  const Streams s = run_step(true, false);
+  expect_ordered(s);
+  for (const auto& c : s.collectives) EXPECT_EQ(c.after_compute, s.writes.size());
+}
+
+TEST(GradReducerStreams, HostCommunicatorsWaitOnTheHost) {
+  const Streams s = run_step(false, true);
+  expect_ordered(s);
+  EXPECT_EQ(s.host_waits, static_cast<int>(s.collectives.size()));
+  EXPECT_EQ(s.compute.back(), "optimizer");
+}
+
+// ---- SyncBatchNorm keeps its sums stream-ordered ----------------------------------------
+
+// One rank (sums unchanged) that records which allreduce a layer asks for.
+class RecordingComm final : public dist::Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string name() const override { return "recording"; }
+  void allreduce(const Tensor&, dist::ReduceOp) override { ++blocking; }
+  void allreduce_before_compute(const Tensor&, dist::ReduceOp op) override {
+    EXPECT_EQ(op, dist::ReduceOp::Sum);
+    ++ordered;
+  }
+  std::unique_ptr<dist::Request> allreduce_async(const Tensor&, dist::ReduceOp) override { return nullptr; }
+  void broadcast(const Tensor&, int) override {}
+  void allgather(const Tensor&, const Tensor&) override {}
+  void barrier() override {}
+  int blocking = 0, ordered = 0;
+};
+
+TEST(SyncBatchNormStreams, StatisticsUseTheStreamOrderedAllreduce) {
+  const Shape in{3, 2, 2};
+  test::BoundLayer b = test::bind_layer(test::layer_args("bn"), in, DType::F32, 5);
+  const Tensor x = test::random_tensor(in.with_batch(4), DType::F32, 6);
+  const Tensor dy = test::random_tensor(x.shape(), DType::F32, 7);
+  Tensor y = b.output(4), dx = b.input_grad(4);
+  RecordingComm comm;
+  nn::RunCtx ctx;
+  ctx.comm = &comm;
+  b.layer->forward(x, y, ctx);
+  b.layer->backward(x, y, dy, dx, ctx);
+  EXPECT_EQ(comm.ordered, 2);  // [Σx, Σx², n] in forward, [Σdy, Σdy·x̂] in backward
+  EXPECT_EQ(comm.blocking, 0);
+}
+
+}  // namespace
