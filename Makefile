@@ -74,6 +74,9 @@ BENCH_BIN:= $(BENCH_SRC:bench/%.cpp=$(BUILD)/bench/%)
 BINS     := $(BUILD)/hpctrain $(BUILD)/hpcdata
 
 .PHONY: all deps check-deps demo test bench bench-quick lint clean summary
+# Test and bench objects are intermediates of pattern rules: keep them, or every relink after a
+# library change recompiles every test.
+.SECONDARY: $(patsubst %.cpp,$(BUILD)/obj/%.o,$(TEST_SRC) $(MPI_TEST_SRC) $(BENCH_SRC))
 # A failed link or compile must not leave a truncated file that make then calls up to date.
 .DELETE_ON_ERROR:
 all: check-deps summary $(BINS) $(TEST_BIN) $(MPI_TEST_BIN) $(BENCH_BIN)

@@ -118,8 +118,8 @@ TEST(DoctorFacts, EncodeDecodeRoundTripKeepsEveryField) {
   f.env_hidden = 22;
   f.data.checked = true;
   f.data.path = "/data/x.h5";
-  f.data.splits = {{"train", 60000, "1x28x28", "uint8", 10, true, ""},
-                   {"val", 7, "3", "float32", 0, false, "x; y"}};
+  f.data.splits = {{"train", 60000, "1x28x28", "uint8", 10, true, "", false},
+                   {"val", 7, "3", "float32", 0, false, "x; y", false}};
   f.run_dir = check_run_dir(fs::temp_directory_path().string());
   f.versions.nccl_runtime = "2.28.9";
   RankFacts g = decode(encode(f));
