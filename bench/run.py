@@ -27,6 +27,7 @@ import json
 import os
 import platform
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -41,10 +42,19 @@ SHAPES = {"simplenet": (1, 28, 28), "mlp": (1, 28, 28), "cnn": (1, 28, 28), "res
 
 
 def run(cmd, timeout=900):
-    p = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout)
+    # Its own process group: on a timeout every process it started goes (an mpirun killed alone can leave
+    # a rank spinning, which would skew every later measurement).
+    with subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as p:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate()
+            raise RuntimeError(f"{' '.join(cmd)} ran past {timeout} s (killed)")
     if p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()[-500:]}")
-    return p.stdout
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {err.strip()[-500:]}")
+    return out
 
 
 def mpirun(n, cmd, timeout=900):
@@ -239,12 +249,16 @@ def bench_gpt(build, reps, steps, batch):
     results = {}
     for ranks in (1, 2):
         ours, theirs = [], []
-        for _ in range(reps):
-            out = mpirun(ranks, [exe, str(steps), str(batch), "gpt-small"])
-            ours.append(json.loads(out.strip().splitlines()[-1]))
-            out = mpirun(ranks, [PY, os.path.join(ROOT, "bench", "torch_gpt.py"), "--preset", "gpt-small",
-                                 "--batch", str(batch), "--steps", str(steps)])
-            theirs.append(json.loads(out.strip().splitlines()[-1]))
+        try:
+            for _ in range(reps):
+                out = mpirun(ranks, [exe, str(steps), str(batch), "gpt-small"], timeout=300)
+                ours.append(json.loads(out.strip().splitlines()[-1]))
+                out = mpirun(ranks, [PY, os.path.join(ROOT, "bench", "torch_gpt.py"), "--preset", "gpt-small",
+                                     "--batch", str(batch), "--steps", str(steps)], timeout=300)
+                theirs.append(json.loads(out.strip().splitlines()[-1]))
+        except Exception as e:  # report, never lose the rest of the run
+            print(f"  gpt-small  {ranks} rank(s): failed: {e}", flush=True)
+            continue
         mid = sorted(ours, key=lambda r: r["tokens_per_s"])[len(ours) // 2]
         t = statistics.median(r["tokens_per_s"] for r in theirs)
         # PyTorch's MFU from the same model FLOPs and the same sgemm peak (hpctrain's run measured both).

@@ -73,6 +73,7 @@ def main():
         for size, sec in rows:
             algbw = size / sec / 1e9
             print(f"  {size:10d} {size // 4:12d} {'float':>6} | {sec * 1e6:10.1f} {algbw:10.3f} {algbw * bus:10.3f}")
+    dist.barrier()  # rank 0 hosts the store: tearing it down while a peer is still in a call hangs that peer
     dist.destroy_process_group()
 
 

@@ -180,6 +180,7 @@ def main():
                           "mfu": statistics.median(mfu_s), "sgemm_gflops": statistics.median(peak_s),
                           "version": torch.__version__}), flush=True)
     if world > 1:
+        dist.barrier()  # rank 0 hosts the store: tearing it down while a peer is still in a call hangs that peer
         dist.destroy_process_group()
 
 
