@@ -22,22 +22,6 @@ void check_same(const Tensor& a, const Tensor& b, const char* op) {
                  b.shape().str() + " " + dtype_name(b.dtype()));
 }
 
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::F32:
-      return CUDA_R_32F;
-    case DType::F64:
-      return CUDA_R_64F;
-    case DType::BF16:
-      return CUDA_R_16BF;
-    case DType::F16:
-      return CUDA_R_16F;
-    default:
-      break;
-  }
-  throw Error(EXIT_INTERNAL, std::string("gemm (CUDA): unsupported dtype ") + dtype_name(t));
-}
-
 int as_int(int64_t v, const char* what) {
   HPC_ASSERT(v >= 0 && v <= INT_MAX, std::string("gemm (CUDA): ") + what + " = " + std::to_string(v) +
                                          " exceeds cuBLAS's 32-bit sizes");
@@ -69,7 +53,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
   // memory, so cuBLAS gets B first and the row-major leading dimensions.
   const int lda = as_int(ta ? m : k, "lda"), ldb = as_int(tb ? k : n, "ldb"), ldc = as_int(n, "n");
   const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cudaDataType_t type = cuda_type(c.dtype());
+  const cudaDataType_t type = cuda_data_type(c.dtype(), "gemm");
   cublasHandle_t h = Context::get().cublas();
   if (c.dtype() == DType::F64) {
     cublasCheck(cublasGemmEx(h, op_b, op_a, ldc, as_int(m, "m"), as_int(k, "k"), &alpha, b.raw(), type, ldb,

@@ -4,6 +4,8 @@
 // illegal-address crash several kernels later.
 #pragma once
 
+#include <library_types.h>
+
 #include <initializer_list>
 #include <string>
 #include <type_traits>
@@ -13,6 +15,23 @@
 #include "kernels/cast_math.h"
 
 namespace hpc::backend::cuda {
+
+// The cuBLAS data type of a floating dtype; `op` names the caller in the internal error otherwise.
+inline cudaDataType_t cuda_data_type(DType t, const char* op) {
+  switch (t) {
+    case DType::F32:
+      return CUDA_R_32F;
+    case DType::F64:
+      return CUDA_R_64F;
+    case DType::BF16:
+      return CUDA_R_16BF;
+    case DType::F16:
+      return CUDA_R_16F;
+    default:
+      break;
+  }
+  throw Error(EXIT_INTERNAL, std::string(op) + " (CUDA): unsupported dtype " + dtype_name(t));
+}
 
 // Calls f.template operator()<T>() with the storage type of dtype.
 template <typename F>

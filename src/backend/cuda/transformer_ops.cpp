@@ -78,22 +78,6 @@ EmbeddingShape embedding_shape(const Tensor& ids, const Tensor& wte, const Tenso
                   " of the batch is not an id in the model's vocabulary [0, " + std::to_string(vocab) + ")");
 }
 
-cudaDataType_t cuda_type(DType t) {
-  switch (t) {
-    case DType::F32:
-      return CUDA_R_32F;
-    case DType::F64:
-      return CUDA_R_64F;
-    case DType::BF16:
-      return CUDA_R_16BF;
-    case DType::F16:
-      return CUDA_R_16F;
-    default:
-      break;
-  }
-  throw Error(EXIT_INTERNAL, std::string("attention (CUDA): unsupported dtype ") + dtype_name(t));
-}
-
 int as_int(int64_t v) {
   HPC_ASSERT(v >= 0 && v <= INT_MAX, "attention (CUDA): size " + std::to_string(v) + " past cuBLAS's int");
   return static_cast<int>(v);
@@ -136,7 +120,7 @@ struct AttnBuffers {
 };
 
 void run_gemm(const kernels::CublasGemm& g, const AttnBuffers& buf, DType dtype) {
-  const cudaDataType_t type = cuda_type(dtype);
+  const cudaDataType_t type = cuda_data_type(dtype, "attention");
   cublasHandle_t h = Context::get().cublas();
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
