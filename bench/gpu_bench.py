@@ -84,17 +84,22 @@ def flops_per_sample(model, shape):
     return total[0]
 
 
-def hpctrain_sps(build, preset, precision, batch, warmup, steps, data, tmp):
+def run_hpctrain(build, args, key, timeout, tmp):
+    """One hpctrain run on the GPU; (figure `key` of the last logged window, peak device MiB)."""
     run_dir = tempfile.mkdtemp(dir=tmp)
-    cmd = [f"{build}/hpctrain", "--data.path", data, "--model.preset", preset, "--train.device", "cuda",
-           "--train.precision", precision, "--train.batch_size", str(batch), "--train.steps", str(warmup + steps),
-           "--log.every", str(warmup), "--log.progress", "none", "--optim.name", "adam", "--run.dir", run_dir]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    cmd = [f"{build}/hpctrain", "--train.device", "cuda", "--log.progress", "none", "--run.dir", run_dir] + args
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
         raise RuntimeError(f"hpctrain exited {p.returncode}: {p.stderr.strip()[-400:]}")
     rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
-    last = [r for r in rows if "samples_per_s" in r][-1]  # the window of the last `warmup` steps
-    return last["samples_per_s"], last.get("device_mem_peak_mb")
+    last = [r for r in rows if key in r][-1]  # the window of the last `warmup` steps
+    return last[key], last.get("device_mem_peak_mb")
+
+
+def hpctrain_sps(build, preset, precision, batch, warmup, steps, data, tmp):
+    return run_hpctrain(build, ["--data.path", data, "--model.preset", preset, "--train.precision", precision,
+                                "--train.batch_size", str(batch), "--train.steps", str(warmup + steps),
+                                "--log.every", str(warmup), "--optim.name", "adam"], "samples_per_s", 600, tmp)
 
 
 GPT_PRESET, GPT_BATCH, GPT_CONTEXT = "gpt2-124m", 8, 1024
@@ -110,16 +115,9 @@ def synth_tokens(path, n_tokens):
 
 
 def hpctrain_gpt_tps(build, precision, warmup, steps, data, tmp):
-    run_dir = tempfile.mkdtemp(dir=tmp)
-    cmd = [f"{build}/hpctrain", "--data.path", data, "--model.preset", GPT_PRESET, "--train.device", "cuda",
-           "--train.precision", precision, "--train.batch_size", str(GPT_BATCH), "--train.steps", str(warmup + steps),
-           "--log.every", str(warmup), "--log.progress", "none", "--optim.name", "adamw", "--run.dir", run_dir]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-    if p.returncode != 0:
-        raise RuntimeError(f"hpctrain exited {p.returncode}: {p.stderr.strip()[-400:]}")
-    rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
-    last = [r for r in rows if "tokens_per_s" in r][-1]  # the window of the last `warmup` steps
-    return last["tokens_per_s"], last.get("device_mem_peak_mb")
+    return run_hpctrain(build, ["--data.path", data, "--model.preset", GPT_PRESET, "--train.precision", precision,
+                                "--train.batch_size", str(GPT_BATCH), "--train.steps", str(warmup + steps),
+                                "--log.every", str(warmup), "--optim.name", "adamw"], "tokens_per_s", 300, tmp)
 
 
 def gpt_section(args, gpu, have_torch, tmp, records):
