@@ -3,10 +3,11 @@
 // Launchers only; kernels in loss.cu, per-row math in loss_math.h — the very
 // functions the CPU backend calls, accumulating in double as it does.
 //
-// One thread owns one row (sample): rows are independent, K is the number
-// of classes, and the row's softmax needs its max, Σexp and the label's
-// logit — a short sequential loop per row, like the CPU's. The per-row
-// results are then added by one block in a fixed order (deterministic).
+// One block owns one row (sample): rows are independent, K is the number of
+// classes (up to a 50k vocabulary), and the row's softmax needs its max, Σexp
+// and the label's logit — the CPU's sequential loop split over the block's
+// threads, in double, with fixed-order reductions. The per-row results are
+// then added by one block in a fixed order (deterministic).
 #pragma once
 
 #include <cuda_runtime_api.h>

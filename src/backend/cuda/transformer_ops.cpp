@@ -62,10 +62,11 @@ EmbeddingShape embedding_shape(const Tensor& ids, const Tensor& wte, const Tenso
 
 // The CPU op's message for the bad id at index `bad`, or the 16-bit one.
 [[noreturn]] void throw_bad_token(const Tensor& ids, int64_t bad, int64_t vocab) {
+  // Widened on the device: the CPU backend has no 16-bit conversions.
   const Tensor one = ids.view(Shape{ids.count()}).slice(bad, Shape{1});
-  Tensor host(Shape{1}, ids.dtype()), value(Shape{1}, DType::F64);
-  copy(one, host);
-  backend::convert(host, value);
+  Tensor one64(Shape{1}, DType::F64, ids.device()), value(Shape{1}, DType::F64);
+  backend::convert(one, one64);
+  copy(one64, value);
   const double v = value.data<double>()[0];
   const bool exact_in_range = v >= 0 && v < double(vocab) && v == std::floor(v);
   if (exact_in_range && (ids.dtype() == DType::BF16 || ids.dtype() == DType::F16))
