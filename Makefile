@@ -41,8 +41,17 @@ CPPFLAGS := -Isrc -I. $(MPI_CFLAGS) $(HDF5_CFLAGS) $(BLAS_CFLAGS) \
 # The version strings go only into the two files that print them, so a new commit
 # does not change every object's command line (and ccache keeps its hits).
 VERSION_DEFS := -DHPCTRAIN_VERSION='"$(VERSION)"' -DHPCTRAIN_COMMIT='"$(GIT_COMMIT)"'
-$(BUILD)/obj/src/config/version.o $(BUILD)/obj/src/doctor/versions.o $(BUILD)/obj/data_tools/hpcdata.o \
-  $(BUILD)/obj/src/train/trainer_checkpoint.o: CPPFLAGS += $(VERSION_DEFS)
+VERSION_OBJS := $(BUILD)/obj/src/config/version.o $(BUILD)/obj/src/doctor/versions.o \
+  $(BUILD)/obj/data_tools/hpcdata.o $(BUILD)/obj/src/train/trainer_checkpoint.o
+$(VERSION_OBJS): CPPFLAGS += $(VERSION_DEFS)
+# ...and those files are rebuilt when the commit changes: the stamp is rewritten
+# only when its text differs, so an unchanged commit rebuilds nothing.
+$(VERSION_OBJS): $(BUILD)/version.stamp
+$(BUILD)/version.stamp: version-check
+	@mkdir -p $(@D)
+	@echo '$(VERSION) $(GIT_COMMIT)' | cmp -s - $@ || echo '$(VERSION) $(GIT_COMMIT)' > $@
+.PHONY: version-check
+version-check:
 # -fno-math-errno: sqrt/exp set no errno, so loops that call them vectorise (no other
 # IEEE semantics change: no -ffast-math, results stay bitwise reproducible).
 CXXFLAGS ?= -O3 -g -fno-math-errno $(ARCH_FLAGS)
