@@ -38,6 +38,27 @@ TEST(CudaOps, Gemm) {
       }
 }
 
+// Large 16-bit GEMMs with sizes that are not multiples of 8 run on zero-padded copies of
+// their operands (every size odd here); the result must not change.
+TEST(CudaOps, GemmUnalignedLarge) {
+  if (self_check()) GTEST_SKIP() << "16-bit GEMMs need a GPU";
+  const int64_t m = 1021, n = 1031, k = 1029;  // m·n·k just above the padding threshold (2^30)
+  for (DType d : {DType::BF16, DType::F16})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(d)) + (ta ? " Aᵀ" : " A") + (tb ? " Bᵀ" : " B"));
+        const Tensor a = random64(ta ? Shape{k, m} : Shape{m, k}, 11),
+                     b = random64(tb ? Shape{n, k} : Shape{k, n}, 12);
+        const Tensor c = random64(Shape{m, n}, 13);
+        const Tensor da = on_dut(a, d), db = on_dut(b, d), dc = on_dut(c, d);
+        Tensor ra = rounded64(a, d), rb = rounded64(b, d), rc = rounded64(c, d);
+        gemm(ta, tb, m, n, k, 0.7, da, db, 1.0, dc);
+        gemm(ta, tb, m, n, k, 0.7, ra, rb, 1.0, rc);
+        // Sums of ~1000 products: 16-bit rounding of the result, relative to its size.
+        expect_close(dc, rc, {0.05, tol_for(d).rtol}, "gemm");
+      }
+}
+
 TEST(CudaOps, FillCopyConvertAxpyScale) {
   for (DType d : float_dtypes()) {
     SCOPED_TRACE(dtype_name(d));
