@@ -46,10 +46,15 @@ void mpi_fail(int code, const char* call, const char* file, int line) {
 
 namespace {
 constexpr auto HELPER_PERIOD = std::chrono::microseconds(500);
-// Background allreduces (buckets) run one at a time, in order, like NCCL's stream: measured on
-// shared memory, four at once took 1.3–1.9× as long as one after another (each bucket's copy,
-// fold and allgather stay in cache when they are not interleaved with three others).
-constexpr int MAX_LIVE_BACKGROUND = 1;
+// Background allreduces (buckets) live at a time. On one node, one, in order, like NCCL's stream:
+// measured on shared memory, four at once took 1.3–1.9× as long as one after another (each
+// bucket's copy, fold and allgather stay in cache when they are not interleaved with three others).
+// Across nodes a bucket's time is mostly round trips on the network (each message's rendezvous,
+// then the allgather after the reduce-scatter), so the buckets started during backward all go at
+// once: their round trips overlap instead of adding up (bench/multinode.sh: at 5 ms of added
+// latency, one at a time left 4 buckets' worth of round trips exposed).
+constexpr int LIVE_BACKGROUND_ONE_NODE = 1;
+constexpr int LIVE_BACKGROUND_ACROSS_NODES = 64;
 }  // namespace
 
 // An allreduce: queued (a bucket waiting for the one before it) or live (messages posted, registered
@@ -63,7 +68,7 @@ class MpiAllreduceRequest final : public Request {
   MpiAllreduceRequest(MpiComm& comm, const Tensor& buf, ReduceOp op, uint64_t seq, int tag, bool background)
       : comm_(comm), seq_(seq), background_(background), buf_(buf), op_(op), tag_(tag) {
     if (background_) ++comm_.background_;
-    if (background_ && comm_.live_background_ >= MAX_LIVE_BACKGROUND)
+    if (background_ && comm_.live_background_ >= comm_.max_live_background_)
       comm_.queued_.push_back(this);
     else
       launch();
@@ -83,7 +88,8 @@ class MpiAllreduceRequest final : public Request {
   uint64_t seq() const { return seq_; }
   // Posts the first messages (mu_ held). Throws MpiCallFailed.
   void launch() {
-    algo_ = std::make_unique<RankOrderAllreduce>(buf_, op_, comm_.comm_, tag_, comm_.max_msg_, comm_.pool_);
+    algo_ = std::make_unique<RankOrderAllreduce>(buf_, op_, comm_.comm_, tag_, comm_.max_msg_, comm_.pool_,
+                                                 comm_.remote_.empty() ? nullptr : &comm_.remote_);
     comm_.active_.push_back(this);
     if (background_) ++comm_.live_background_;
   }
@@ -131,6 +137,26 @@ MpiComm::MpiComm(MPI_Comm comm, double timeout_s, Heartbeat* hb, HangHandler* ha
   int found = 0;
   MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &found);
   if (found && ub != nullptr) tag_span_ = std::max(1, (*static_cast<int*>(ub) - 1) / 2);
+  // Which ranks share my node. All of them (the same answer on every rank): buckets one at a time,
+  // messages whole; else buckets all at once, and messages to other nodes in eager-sized pieces.
+  MPI_Comm local = MPI_COMM_NULL;
+  mpiCheck(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
+  int local_size = 1;
+  mpiCheck(MPI_Comm_size(local, &local_size));
+  if (local_size < size_) {
+    MPI_Group local_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
+    mpiCheck(MPI_Comm_group(local, &local_group));
+    mpiCheck(MPI_Comm_group(comm_, &group));
+    std::vector<int> mine(static_cast<size_t>(local_size)), ranks(static_cast<size_t>(local_size));
+    for (int i = 0; i < local_size; ++i) mine[static_cast<size_t>(i)] = i;
+    mpiCheck(MPI_Group_translate_ranks(local_group, local_size, mine.data(), group, ranks.data()));
+    node_remote_.assign(static_cast<size_t>(size_), 1);
+    for (int r : ranks) node_remote_[static_cast<size_t>(r)] = 0;
+    MPI_Group_free(&local_group);
+    MPI_Group_free(&group);
+  }
+  MPI_Comm_free(&local);
+  set_test_node_size(0);
   if (progress_thread && size_ > 1) helper_ = std::thread([this] { helper_loop(); });
 }
 
@@ -142,6 +168,18 @@ MpiComm::~MpiComm() {
   work_cv_.notify_all();
   if (helper_.joinable()) helper_.join();
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+void MpiComm::set_test_node_size(int ranks_per_node) {
+  std::lock_guard<std::mutex> lock(mu_);
+  HPC_ASSERT(active_.empty() && queued_.empty(), "set_test_node_size with allreduces in flight");
+  remote_ = node_remote_;
+  if (ranks_per_node > 0) {
+    remote_.assign(static_cast<size_t>(size_), 0);
+    for (int r = 0; r < size_; ++r)
+      remote_[static_cast<size_t>(r)] = r / ranks_per_node != rank_ / ranks_per_node;
+  }
+  max_live_background_ = remote_.empty() ? LIVE_BACKGROUND_ONE_NODE : LIVE_BACKGROUND_ACROSS_NODES;
 }
 
 void MpiComm::helper_loop() {
@@ -178,7 +216,7 @@ std::optional<MpiComm::Failure> MpiComm::advance_all_locked() {
     }
   }
   // The next buckets in line, now that earlier ones are done (in order: the same on every rank).
-  while (!queued_.empty() && live_background_ < MAX_LIVE_BACKGROUND) {
+  while (!queued_.empty() && live_background_ < max_live_background_) {
     MpiAllreduceRequest* r = queued_.front();
     queued_.pop_front();
     try {

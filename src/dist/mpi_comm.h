@@ -10,10 +10,15 @@
 // communicator, so buckets started during backward keep moving while the
 // main thread waits for something else (a SyncBatchNorm statistic, say).
 //
-// Buckets (allreduce_async) run one at a time, in the order they were
-// started, like collectives on one NCCL stream: on shared memory that was
-// 1.3–1.9× faster than running four at once. A blocking allreduce (a
-// SyncBatchNorm statistic) does not queue behind them.
+// Buckets (allreduce_async) on one node run one at a time, in the order they
+// were started, like collectives on one NCCL stream: on shared memory that
+// was 1.3–1.9× faster than running four at once. When the ranks span nodes
+// (MPI_Comm_split_type), every bucket's messages are posted as soon as it
+// starts, so that network round trips overlap instead of adding up, and
+// messages to other nodes go in eager-sized pieces (rank_order_allreduce.h).
+// Neither changes a bit of the result: each bucket's reduction is its own,
+// in rank order. A blocking allreduce (a SyncBatchNorm statistic) does not
+// queue behind them.
 //
 // Progress thread (with MPI_THREAD_MULTIPLE): MPI moves data only inside
 // MPI calls, and backward calls in only between layers, so a bucket started
@@ -70,6 +75,10 @@ class MpiComm final : public Communicator {
   // Largest element count of one MPI message: INT_MAX (MPI counts are int); larger
   // buffers travel in pieces. Tests lower it to exercise the splitting.
   void set_max_message(int64_t count) { max_msg_ = count < 1 ? 1 : (count > INT_MAX ? INT_MAX : count); }
+  // Tests: treat each run of ranks_per_node consecutive ranks as one node (0: the real nodes), so
+  // that the across-nodes ways (buckets all at once, pieces to other nodes) run on one host.
+  // On every rank alike, with no allreduce in flight.
+  void set_test_node_size(int ranks_per_node);
 
   void allreduce(const Tensor& buf, ReduceOp op) override;
   std::unique_ptr<Request> allreduce_async(const Tensor& buf, ReduceOp op) override;
@@ -103,10 +112,13 @@ class MpiComm final : public Communicator {
   Heartbeat* hb_;
   HangHandler* hang_;
   int64_t max_msg_ = INT_MAX;
-  uint64_t tags_used_ = 0;  // allreduces started here: tags must agree across ranks
-  uint64_t local_seq_ = 0;  // collective numbers when there is no Heartbeat
-  int tag_span_ = 16383;    // allreduce k uses tags 2·(k mod span) and +1
-  std::mutex mu_;           // guards active_, every allreduce's state, pool_ and helper_failure_
+  uint64_t tags_used_ = 0;         // allreduces started here: tags must agree across ranks
+  uint64_t local_seq_ = 0;         // collective numbers when there is no Heartbeat
+  int tag_span_ = 16383;           // allreduce k uses tags 2·(k mod span) and +1
+  int max_live_background_ = 1;    // buckets with messages posted at once (see mpi_comm.cpp)
+  std::vector<char> node_remote_;  // per rank: on another node (empty when all share this one)
+  std::vector<char> remote_;       // what the allreduces use: node_remote_, or the tests' pretence
+  std::mutex mu_;                  // guards active_, every allreduce's state, pool_ and helper_failure_
   std::vector<MpiAllreduceRequest*> active_;  // live: messages posted
   std::deque<MpiAllreduceRequest*> queued_;   // background ones waiting for the bucket before them
   int background_ = 0;       // allreduce_async requests not yet done, live or queued (the helper's work)

@@ -117,7 +117,7 @@ ScratchPool::Lease ScratchPool::get(size_t bytes) {
 }
 
 RankOrderAllreduce::RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm comm, int tag,
-                                       int64_t max_msg, ScratchPool& pool)
+                                       int64_t max_msg, ScratchPool& pool, const std::vector<char>* remote)
     : base_(static_cast<char*>(buf.raw())),
       n_(buf.count()),
       dtype_(buf.dtype()),
@@ -126,7 +126,10 @@ RankOrderAllreduce::RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm 
       op_(op),
       comm_(comm),
       tag_(tag),
-      max_msg_(max_msg) {
+      max_msg_(max_msg),
+      remote_msg_(std::min<int64_t>(
+          max_msg, std::max<int64_t>(1, REMOTE_PIECE_BYTES / static_cast<int64_t>(dtype_size(buf.dtype()))))),
+      remote_(remote) {
   HPC_ASSERT(buf.device() == Device::CPU, "MpiComm reduces host buffers only");
   if (op == ReduceOp::Avg && dtype_ == DType::I32) throw Error(EXIT_INTERNAL, "allreduce: Avg of integers");
   MPI_Comm_rank(comm_, &r_);
@@ -186,8 +189,11 @@ void RankOrderAllreduce::post(Transfer& t, Kind kind, int peer, char* data, int6
   t.remaining = 0;
   const bool send = kind == Kind::RsSend || kind == Kind::AgSend;
   const int tag = kind == Kind::RsSend || kind == Kind::RsRecv ? tag_ : tag_ + 1;
-  for (int64_t off = 0; off < n; off += max_msg_) {
-    const int c = static_cast<int>(std::min(max_msg_, n - off));
+  // Both ends cut a message alike: the sender's and the receiver's view of "remote" agree.
+  const bool far = remote_ != nullptr && (*remote_)[static_cast<size_t>(peer)] != 0;
+  const int64_t piece = far ? remote_msg_ : max_msg_;
+  for (int64_t off = 0; off < n; off += piece) {
+    const int c = static_cast<int>(std::min(piece, n - off));
     char* p = data + off * static_cast<int64_t>(esize_);
     MPI_Request req;
     int rc = send ? MPI_Isend(p, c, mtype_, peer, tag, comm_, &req)

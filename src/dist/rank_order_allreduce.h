@@ -18,7 +18,13 @@
 //     rounds instead of 2(p−1);
 //   * progress() advances the state machine without blocking, so calling it
 //     between layers of backward overlaps the reduction with computation;
-//   * counts above INT_MAX travel as several messages of ≤ max_msg elements.
+//   * counts above INT_MAX travel as several messages of ≤ max_msg elements;
+//   * to a peer on another node, messages go in pieces of at most
+//     REMOTE_PIECE_BYTES, below Open MPI's TCP eager limit (64 KiB), all
+//     posted at once: a larger message waits a round trip for the receiver's
+//     rendezvous answer before its data leaves, which on a link with 5 ms of
+//     latency cost each bucket several round trips (bench/multinode.sh).
+//     Where the eager limit is lower, the pieces' handshakes still overlap.
 // At most 8 contributions are buffered at a time (8·n/p scratch elements);
 // contributions are folded as they arrive, in order. Small buffers (at most
 // 64 KiB to receive per rank) take one round instead of two: every rank
@@ -71,8 +77,11 @@ class ScratchPool {
 class RankOrderAllreduce {
  public:
   // Posts the first messages. buf is reduced in place; it and the pool must outlive this object.
+  // remote: per rank of comm, whether it is on another node (null: none is); it must outlive this.
   RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm comm, int tag, int64_t max_msg,
-                     ScratchPool& pool);
+                     ScratchPool& pool, const std::vector<char>* remote = nullptr);
+  // The largest message to a peer on another node (see above).
+  static constexpr int64_t REMOTE_PIECE_BYTES = int64_t{63} * 1024;
   ~RankOrderAllreduce();
   RankOrderAllreduce(const RankOrderAllreduce&) = delete;
   RankOrderAllreduce& operator=(const RankOrderAllreduce&) = delete;
@@ -115,9 +124,12 @@ class RankOrderAllreduce {
   MPI_Comm comm_;
   int r_ = 0, p_ = 1, tag_;
   int64_t max_msg_;
+  int64_t remote_msg_;               // max_msg_ for peers on other nodes (REMOTE_PIECE_BYTES)
+  const std::vector<char>* remote_;  // per peer: on another node (null: none)
 
-  // Every request ever posted (MPI_REQUEST_NULL once complete) and the transfer it belongs to;
-  // at most 4·(p−1) transfers, so the arrays stay small and Testsome needs no compaction.
+  // Every request ever posted (MPI_REQUEST_NULL once complete) and the transfer it belongs to: at
+  // most 4·(p−1) transfers, each one request per piece (a few dozen for a bucket of a few MiB sent
+  // to another node), so the arrays stay small and Testsome needs no compaction.
   std::vector<MPI_Request> reqs_;
   std::vector<Transfer*> owner_;
   std::vector<int> completed_;

@@ -109,7 +109,7 @@ for _ in $(seq 1 600); do
   sleep 0.1
 done
 scancel --batch --signal=USR1 "$job" || fail "scancel --signal=USR1 failed"
-start_now "$job" || { cat "$log"; fail "job $job was not requeued"; }
+start_now "$job" || { cat "$log"; scontrol show job "$job"; sinfo -N -l; fail "job $job was not requeued"; }
 step=$(grep -oP '^stopped after step \K[0-9]+(?= on all 4 rank\(s\), checkpoint written: exit 75)' "$log") ||
   { cat "$log"; fail "no agreed checkpointed stop on all 4 ranks"; }
 grep -qE "node-a: tasks? 0(-1)?: Exited with exit code 75" "$log" && grep -qE "node-b: tasks? 2(-3)?: Exited with exit code 75" "$log" ||

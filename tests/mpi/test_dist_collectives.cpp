@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "dist/grad_reducer.h"
 #include "dist/mpi_comm.h"
+#include "dist/rank_order_allreduce.h"
 #include "harness.h"
 
 using hpc::DType;
@@ -198,6 +199,50 @@ TEST(GradReducer, AnyBucketingGivesTheSameBits) {
     EXPECT_EQ(std::memcmp(g.raw(), expect.raw(), g.num_bytes()), 0)
         << v.name << ": " << red.num_buckets() << " buckets";
   }
+}
+
+TEST(MpiComm, AcrossNodesBucketsAllInFlightAndPiecesGiveTheSameBits) {
+  // Every rank its own "node": buckets are all posted at once and messages between ranks go in
+  // pieces of at most REMOTE_PIECE_BYTES. The bits must be those of one bucket at a time.
+  auto* mpi = dynamic_cast<hpc::dist::MpiComm*>(&comm());
+  ASSERT_NE(mpi, nullptr);
+  const int world = comm().size(), rank = comm().rank();
+  const int64_t piece = hpc::dist::RankOrderAllreduce::REMOTE_PIECE_BYTES / 4;
+  // Chunks of several pieces and a ragged last one, above the one-round size.
+  const int64_t n = 7 * piece * world + 13;
+  const std::vector<int64_t> layers = {0, piece / 3, 2 * piece * world, 5 * piece * world + 1, n - 40};
+  Tensor expect(Shape{n}, DType::F32);
+  fill<float>(expect, rank);
+  comm().allreduce(expect, ReduceOp::Avg);
+  ASSERT_EQ(mismatches<float>(expect, world, ReduceOp::Avg), 0);
+
+  mpi->set_test_node_size(1);
+  for (bool overlap : {true, false}) {
+    Tensor g(Shape{n}, DType::F32);
+    fill<float>(g, rank);
+    hpc::dist::GradReducer red(comm(), g, 1, layers, overlap);
+    ASSERT_EQ(red.num_buckets(), static_cast<int>(layers.size()));
+    red.begin();
+    for (auto it = layers.rbegin(); it != layers.rend(); ++it) {
+      red.on_ready(*it);
+      double stat[3] = {1.0 * rank, 2.0, 3.0};  // a SyncBN-like allreduce between buckets
+      comm().allreduce(Tensor::borrow(stat, Shape{3}, DType::F64), ReduceOp::Sum);
+      EXPECT_EQ(stat[0], world * (world - 1) / 2.0);
+    }
+    red.finish();
+    EXPECT_EQ(std::memcmp(g.raw(), expect.raw(), g.num_bytes()), 0) << "overlap " << overlap;
+  }
+  // Many in flight, waited for newest first; doubles and sums take the piece path too.
+  std::vector<Tensor> bufs;
+  std::vector<std::unique_ptr<hpc::dist::Request>> reqs;
+  for (int k = 0; k < 6; ++k) {
+    bufs.emplace_back(Shape{piece * (k + 1) * world / 2 + k}, DType::F64);
+    fill<double>(bufs.back(), rank);
+    reqs.push_back(comm().allreduce_async(bufs.back(), ReduceOp::Sum));
+  }
+  for (int k = 5; k >= 0; --k) reqs[static_cast<size_t>(k)]->wait();
+  for (const Tensor& t : bufs) EXPECT_EQ(mismatches<double>(t, world, ReduceOp::Sum), 0);
+  mpi->set_test_node_size(0);
 }
 
 TEST(MpiComm, AMissingPeerIsAPeerErrorNotAHang) {
