@@ -21,42 +21,34 @@ using namespace backend;
 
 // ---- core ------------------------------------------------------------------------
 
+// C = 0.7·op(A)·op(B) + C (beta = 1: accumulation, as layers use it) on the DUT and on the CPU
+// in float64 from the same rounded inputs, for every transpose; seed picks the values.
+void check_gemm(DType d, int64_t m, int64_t n, int64_t k, uint64_t seed, Tol tol) {
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(d)) + (ta ? " Aᵀ" : " A") + (tb ? " Bᵀ" : " B"));
+      const Tensor a = random64(ta ? Shape{k, m} : Shape{m, k}, seed),
+                   b = random64(tb ? Shape{n, k} : Shape{k, n}, seed + 1);
+      const Tensor c = random64(Shape{m, n}, seed + 2);
+      const Tensor da = on_dut(a, d), db = on_dut(b, d), dc = on_dut(c, d);
+      Tensor ra = rounded64(a, d), rb = rounded64(b, d), rc = rounded64(c, d);
+      gemm(ta, tb, m, n, k, 0.7, da, db, 1.0, dc);
+      gemm(ta, tb, m, n, k, 0.7, ra, rb, 1.0, rc);
+      expect_close(dc, rc, tol, "gemm");
+    }
+}
+
 TEST(CudaOps, Gemm) {
-  const int64_t m = 37, n = 29, k = 53;
-  for (DType d : float_dtypes())
-    for (bool ta : {false, true})
-      for (bool tb : {false, true}) {
-        SCOPED_TRACE(std::string(dtype_name(d)) + (ta ? " Aᵀ" : " A") + (tb ? " Bᵀ" : " B"));
-        const Tensor a = random64(ta ? Shape{k, m} : Shape{m, k}, 1),
-                     b = random64(tb ? Shape{n, k} : Shape{k, n}, 2);
-        const Tensor c = random64(Shape{m, n}, 3);
-        const Tensor da = on_dut(a, d), db = on_dut(b, d), dc = on_dut(c, d);
-        Tensor ra = rounded64(a, d), rb = rounded64(b, d), rc = rounded64(c, d);
-        gemm(ta, tb, m, n, k, 0.7, da, db, 1.0, dc);  // beta = 1: accumulation, as layers use it
-        gemm(ta, tb, m, n, k, 0.7, ra, rb, 1.0, rc);
-        expect_close(dc, rc, tol_for(d), "gemm");
-      }
+  for (DType d : float_dtypes()) check_gemm(d, 37, 29, 53, 1, tol_for(d));
 }
 
 // Large 16-bit GEMMs with sizes that are not multiples of 8 run on zero-padded copies of
 // their operands (every size odd here); the result must not change.
 TEST(CudaOps, GemmUnalignedLarge) {
   if (self_check()) GTEST_SKIP() << "16-bit GEMMs need a GPU";
-  const int64_t m = 1021, n = 1031, k = 1029;  // m·n·k just above the padding threshold (2^30)
-  for (DType d : {DType::BF16, DType::F16})
-    for (bool ta : {false, true})
-      for (bool tb : {false, true}) {
-        SCOPED_TRACE(std::string(dtype_name(d)) + (ta ? " Aᵀ" : " A") + (tb ? " Bᵀ" : " B"));
-        const Tensor a = random64(ta ? Shape{k, m} : Shape{m, k}, 11),
-                     b = random64(tb ? Shape{n, k} : Shape{k, n}, 12);
-        const Tensor c = random64(Shape{m, n}, 13);
-        const Tensor da = on_dut(a, d), db = on_dut(b, d), dc = on_dut(c, d);
-        Tensor ra = rounded64(a, d), rb = rounded64(b, d), rc = rounded64(c, d);
-        gemm(ta, tb, m, n, k, 0.7, da, db, 1.0, dc);
-        gemm(ta, tb, m, n, k, 0.7, ra, rb, 1.0, rc);
-        // Sums of ~1000 products: 16-bit rounding of the result, relative to its size.
-        expect_close(dc, rc, {0.05, tol_for(d).rtol}, "gemm");
-      }
+  // m·n·k just above the padding threshold (2^30). Sums of ~1000 products: the 16-bit rounding
+  // of the result, relative to its size, and an absolute allowance for results near 0.
+  for (DType d : {DType::BF16, DType::F16}) check_gemm(d, 1021, 1031, 1029, 11, {0.05, tol_for(d).rtol});
 }
 
 TEST(CudaOps, FillCopyConvertAxpyScale) {

@@ -81,6 +81,17 @@ bool worth_padding(DType dtype, int64_t m, int64_t n, int64_t k) {
          (m % PAD_TO != 0 || n % PAD_TO != 0 || k % PAD_TO != 0);
 }
 
+// Scratch for the padded copies, or null when the GPU has no room for them: the GEMM then
+// runs unpadded, on the slower kernels, rather than ending the run (an allocation failure
+// is not sticky, and the scratch is allocated afresh by the next op that needs it).
+char* padding_scratch(size_t bytes) {
+  try {
+    return static_cast<char*>(Context::get().scratch(bytes));
+  } catch (const UserError&) {
+    return nullptr;
+  }
+}
+
 }  // namespace
 
 void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a, const Tensor& b,
@@ -91,8 +102,7 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
   if (m == 0 || n == 0) return;
   Matrix ma{a.raw(), ta ? k : m, ta ? m : k}, mb{b.raw(), tb ? n : k, tb ? k : n}, mc{c.raw(), m, n};
   const Matrix c_out = mc;
-  const bool pad = worth_padding(c.dtype(), m, n, k);
-  if (pad) {
+  if (worth_padding(c.dtype(), m, n, k)) {
     const int64_t mp = padded(m), np = padded(n), kp = padded(k);
     const Matrix pa{nullptr, ta ? kp : mp, ta ? mp : kp}, pb{nullptr, tb ? np : kp, tb ? kp : np},
         pc{nullptr, mp, np};
@@ -101,21 +111,23 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
     size_t bytes = 0;
     for (const auto& [x, p] : {std::pair{ma, pa}, std::pair{mb, pb}, std::pair{mc, pc}})
       if (grows(x, p)) bytes += size_t(p.rows * p.cols) * elem;  // a multiple of 16: each part stays aligned
-    char* next = static_cast<char*>(Context::get().scratch(bytes));
-    cudaStream_t s = Context::get().compute();
-    const auto move = [&](Matrix& x, Matrix p, bool zero_rest, bool copy) {
-      if (!grows(x, p)) return;
-      p.data = next;
-      next += size_t(p.rows * p.cols) * elem;
-      if (copy) copy_into(x, p, elem, zero_rest, s);
-      x = p;
-    };
-    move(ma, pa, true, true);
-    move(mb, pb, true, true);
-    move(mc, pc, false, beta != 0);  // C's padding is computed and dropped
-    m = mp;
-    n = np;
-    k = kp;
+    char* next = padding_scratch(bytes);
+    if (next != nullptr) {
+      cudaStream_t s = Context::get().compute();
+      const auto move = [&](Matrix& x, Matrix p, bool zero_rest, bool copy) {
+        if (!grows(x, p)) return;
+        p.data = next;
+        next += size_t(p.rows * p.cols) * elem;
+        if (copy) copy_into(x, p, elem, zero_rest, s);
+        x = p;
+      };
+      move(ma, pa, true, true);
+      move(mb, pb, true, true);
+      move(mc, pc, false, beta != 0);  // C's padding is computed and dropped
+      m = mp;
+      n = np;
+      k = kp;
+    }
   }
   // Row-major C = op(A)·op(B) is column-major Cᵀ = op(B)ᵀ·op(A)ᵀ: the same
   // memory, so cuBLAS gets B first and the row-major leading dimensions.
