@@ -95,6 +95,8 @@ void check_split(const Split& s) {
                     std::to_string(s.y.rows()) + " labels/targets");
   if (s.x.rows() == 0) throw UserError(s.source + ": no samples");
   if (s.x.shape.rank() < 2 || s.x.shape.count() == 0) throw UserError(s.source + ": samples of size 0");
+  if (s.y.shape.rank() > 1 && s.y.shape.without_batch().count() == 0)
+    throw UserError(s.source + ": zero targets per sample (y is " + s.y.shape.str() + ")");
 }
 
 std::string describe(const Split& s, int64_t rows) {

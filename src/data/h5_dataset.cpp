@@ -282,6 +282,24 @@ std::vector<std::string> H5Dataset::unmapped() const {
   return out;
 }
 
+// count float32 values from src into dst (float or double). A mapped dataset's rows start
+// wherever HDF5 placed the data in the file, not necessarily at a multiple of 4 bytes, so
+// they are loaded with memcpy, never through a float pointer.
+namespace {
+template <typename T>
+void copy_floats(const std::byte* src, int64_t count, T* dst) {
+  if constexpr (std::is_same_v<T, float>) {
+    std::memcpy(dst, src, static_cast<size_t>(count) * sizeof(float));
+  } else {
+    for (int64_t j = 0; j < count; ++j) {
+      float v;
+      std::memcpy(&v, src + j * static_cast<int64_t>(sizeof v), sizeof v);
+      dst[j] = v;
+    }
+  }
+}
+}  // namespace
+
 template <typename T>
 void H5Dataset::gather_x(const std::byte* rows, const int64_t* indices, int64_t n, T* out) const {
   const int64_t per = info_.sample_shape.count();
@@ -300,10 +318,7 @@ void H5Dataset::gather_x(const std::byte* rows, const int64_t* indices, int64_t 
     }
     return;
   }
-  for (int64_t i = 0; i < n; ++i) {
-    const auto* src = reinterpret_cast<const float*>(row(i));
-    std::copy(src, src + per, out + i * per);  // a memcpy for float, a widening copy for double
-  }
+  for (int64_t i = 0; i < n; ++i) copy_floats(row(i), per, out + i * per);
 }
 
 void H5Dataset::gather(const int64_t* indices, int64_t n, const Tensor& x, const Tensor& y) const {
@@ -361,10 +376,7 @@ void H5Dataset::gather(const int64_t* indices, int64_t n, const Tensor& x, const
     return;
   }
   backend::dispatch_float(y.dtype(), "H5Dataset::gather y", [&]<typename T>() {
-    for (int64_t i = 0; i < n; ++i) {
-      const auto* src = reinterpret_cast<const float*>(yrow(i));
-      std::copy(src, src + k, y.data<T>() + i * k);
-    }
+    for (int64_t i = 0; i < n; ++i) copy_floats(yrow(i), k, y.data<T>() + i * k);
   });
 }
 
