@@ -229,8 +229,7 @@ FUZZ_FLAGS   := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address
                 -fno-sanitize-recover=undefined -std=c++20 -pthread -MMD -MP
 FUZZ_LIB_SRC := $(filter-out src/backend/cuda/% src/backend/nocuda/%,\
                   $(filter src/core/% src/backend/% src/nn/% src/optim/% src/config/% src/data/% src/ckpt/%,\
-                    $(shell find src -name '*.cpp' | sort))) $(shell find src/backend/nocuda -name '*.cpp' | sort) \
-                $(wildcard src/dist/fault_injection.cpp)
+                    $(shell find src -name '*.cpp' | sort))) $(shell find src/backend/nocuda -name '*.cpp' | sort)
 FUZZ_TOOL_SRC := $(filter-out data_tools/hpcdata.cpp,$(TOOL_SRC))
 FUZZ_OBJ     := $(patsubst %.cpp,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRC) $(FUZZ_TOOL_SRC))
 FUZZ_BIN     := $(FUZZ_NAMES:%=$(FUZZ_BUILD)/fuzz_%)

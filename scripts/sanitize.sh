@@ -147,7 +147,7 @@ if [ "$mode" = asan ]; then
        --train.batch_size 32 --train.steps 300 --log.every 50 --log.progress plain
        --ckpt.every_steps 100 --ckpt.keep 2 --run.dir "$out/run")
   names+=(train_stop_at_150)
-  HPCTRAIN_TEST_STOP_AT_STEP=150 ASAN_EXTRA=$MPI_ASAN run_case train_stop_at_150 75 600 "${run[@]}"
+  HPCTRAIN_FAULT=sigusr1@step_end:1:150 ASAN_EXTRA=$MPI_ASAN run_case train_stop_at_150 75 600 "${run[@]}"
   names+=(train_resume_to_300)
   ASAN_EXTRA=$MPI_ASAN run_case train_resume_to_300 0 600 "${run[@]}" --resume auto
   if grep -q '^PASS' "$out/train_resume_to_300.result"; then

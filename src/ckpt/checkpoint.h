@@ -132,11 +132,9 @@ auto root_integers(C& c) {
 // rename) throws IoError "cannot write checkpoint PATH: no space left on
 // device (ENOSPC)"; any other failure (permissions) a UserError naming the
 // path. Either way the temporary file is removed first. HPCTRAIN_FAULT
-// points ckpt_write / ckpt_close / ckpt_fsync / ckpt_rename fail it here.
-//
-// crash_midway is the test hook behind HPCTRAIN_TEST_CRASH_IN_CKPT: the
-// process kills itself with SIGKILL after half of the file is written.
-void write_checkpoint(const std::string& path, const Checkpoint& c, bool crash_midway = false);
+// points ckpt_write / ckpt_close / ckpt_fsync / ckpt_rename fail it here
+// (exit@ckpt_write kills the process with half of the file written).
+void write_checkpoint(const std::string& path, const Checkpoint& c);
 
 // Reads and verifies a checkpoint: HDF5 signature, magic, format version (a
 // newer one is refused), every restored dataset's CRC-32 and the checksum of

@@ -1,7 +1,6 @@
 // The checkpoint checksum and writer: temp file, fsync, rename, fsync of the
 // directory (see checkpoint.h for the layout and the guarantees).
 #include <fcntl.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,7 +13,7 @@
 #include "ckpt/checkpoint.h"
 #include "ckpt/h5_io.h"
 #include "core/error.h"
-#include "dist/fault_injection.h"
+#include "core/fault.h"
 
 namespace hpc::ckpt {
 
@@ -118,7 +117,7 @@ uint32_t content_checksum(const Checkpoint& c) {
   return crc;
 }
 
-void write_checkpoint(const std::string& path, const Checkpoint& c, bool crash_midway) {
+void write_checkpoint(const std::string& path, const Checkpoint& c) {
   namespace fs = std::filesystem;
   HPC_ASSERT(c.params.defined() && c.params.dtype() == DType::F32, "checkpoint parameters must be float32");
   TempFile tmp(path + ".tmp-" + std::to_string(::getpid()));
@@ -151,14 +150,7 @@ void write_checkpoint(const std::string& path, const Checkpoint& c, bool crash_m
     }
     h5::write_tensor(f, "params_flat", c.params, c.params.shape(), what);
     write_named(f, "buffers", c.buffers, what);
-    if (crash_midway) {
-      // Test hook: die the hardest way with half a file on disk.
-      H5Fflush(f, H5F_SCOPE_GLOBAL);
-      std::fprintf(stderr, "hpctrain: HPCTRAIN_TEST_CRASH_IN_CKPT: killing myself while writing %s\n",
-                   tmp.path().c_str());
-      ::kill(::getpid(), SIGKILL);
-    }
-    if (const int err = dist::fault_at(dist::FaultPoint::CkptWrite)) throw_write_error(path, err, what);
+    if (const int err = fault_at(FaultPoint::CkptWrite)) throw_write_error(path, err, what);
     for (const ParamEntry& p : c.param_entries)
       h5::write_tensor(f, "params/" + p.name, c.params.slice(p.offset, p.shape), p.shape, what);
 
@@ -187,7 +179,7 @@ void write_checkpoint(const std::string& path, const Checkpoint& c, bool crash_m
       h5::write_tensor(f, "loss_scaling", Tensor::borrow(row.data(), Shape{4}, DType::F64), Shape{4}, what);
     }
     h5::write_attr(f, "checksum", static_cast<int64_t>(content_checksum(c)), what);
-    if (const int err = dist::fault_at(dist::FaultPoint::CkptClose)) throw_write_error(path, err, what);
+    if (const int err = fault_at(FaultPoint::CkptClose)) throw_write_error(path, err, what);
     if (file.close() < 0) data::throw_h5_error(what);
   } catch (const UserError& e) {
     // The file cannot be flushed either; its close fails the same way and would only say so again.
@@ -196,10 +188,10 @@ void write_checkpoint(const std::string& path, const Checkpoint& c, bool crash_m
     if (disk_full(errno_in(e.what()))) throw_write_error(path, errno_in(e.what()), what);
     throw;
   }
-  int err = dist::fault_at(dist::FaultPoint::CkptFsync);
+  int err = fault_at(FaultPoint::CkptFsync);
   if (err == 0 && !sync_path(tmp.path(), O_RDONLY)) err = errno;
   if (err != 0) throw_write_error(path, err, "cannot sync checkpoint " + tmp.path() + " to disk");
-  err = dist::fault_at(dist::FaultPoint::CkptRename);
+  err = fault_at(FaultPoint::CkptRename);
   if (err == 0 && std::rename(tmp.path().c_str(), path.c_str()) != 0) err = errno;
   if (err != 0) throw_write_error(path, err, "cannot rename " + tmp.path() + " to " + path);
   tmp.commit();

@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "data/h5_handle.h"
 #include "data/sample_source.h"
-#include "dist/fault_injection.h"
+#include "core/fault.h"
 
 namespace hpc::data {
 
@@ -343,7 +343,7 @@ void H5Dataset::gather(const int64_t* indices, int64_t n, const Tensor& x, const
   // Test-only (HPCTRAIN_FAULT eio@data_read): the error a failed read of mapped rows ends in. (A real
   // EIO under a mapping is a SIGBUS, see file_mapping.h; the H5Dread path has its own hook.)
   if (xrows)
-    if (const int err = dist::fault_at(dist::FaultPoint::DataRead))
+    if (const int err = fault_at(FaultPoint::DataRead))
       throw_read_error("data file '" + path_ + "': /" + split_ + "/x", row_span(indices, n), err);
   if (!xrows) {
     xidx = nullptr;

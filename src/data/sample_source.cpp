@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "data/file_mapping.h"
 #include "data/h5_handle.h"
-#include "dist/fault_injection.h"
+#include "core/fault.h"
 
 namespace hpc::data {
 
@@ -123,7 +123,7 @@ class ReadSource : public SampleSource {
       const std::string span =
           rows == 1 ? "row " + std::to_string(first)
                     : "rows " + std::to_string(first) + " to " + std::to_string(first + rows - 1);
-      if (const int err = dist::fault_at(dist::FaultPoint::DataRead)) throw_read_error(what_, span, err);
+      if (const int err = fault_at(FaultPoint::DataRead)) throw_read_error(what_, span, err);
       if (H5Dread(dset_.id(), mem_type_, mspace.id(), fspace.id(), H5P_DEFAULT, out) < 0) {
         // HDF5's sec2 driver puts the errno of a failed read(2) into its message ("errno = 5, …").
         const std::string detail = h5_error_detail();

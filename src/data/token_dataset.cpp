@@ -14,7 +14,7 @@
 #include "core/error.h"
 #include "data/h5_handle.h"
 #include "data/sample_source.h"
-#include "dist/fault_injection.h"
+#include "core/fault.h"
 
 namespace hpc::data {
 
@@ -239,7 +239,7 @@ void TokenDataset::gather(const int64_t* indices, int64_t n, const Tensor& x, co
   // Test-only (HPCTRAIN_FAULT eio@data_read), as in H5Dataset::gather: the mapped path's stand-in for a
   // failed read (the H5Dread path has its hook in ReadSource).
   if (rows)
-    if (const int err = dist::fault_at(dist::FaultPoint::DataRead)) {
+    if (const int err = fault_at(FaultPoint::DataRead)) {
       const int64_t first = *std::min_element(indices, indices + n) * t;
       const int64_t last = *std::max_element(indices, indices + n) * t + t;
       throw_read_error(what_,

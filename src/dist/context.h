@@ -20,7 +20,7 @@
 
 #include "config/config.h"
 #include "dist/communicator.h"
-#include "dist/fault_injection.h"
+#include "core/fault.h"
 #include "dist/hang_report.h"
 #include "dist/heartbeat.h"
 
@@ -40,8 +40,8 @@ struct RankInfo {
 class Context {
  public:
   // MPI_Init_thread; throws UserError on a broken launch (see check_launch) or a
-  // malformed HPCTRAIN_FAULT / HPCTRAIN_TEST_* variable (it installs the
-  // process's fault plan, dist/fault_injection.h). dist.timeout bounds every collective.
+  // malformed HPCTRAIN_FAULT variable (it installs the
+  // process's fault plan, core/fault.h). dist.timeout bounds every collective.
   Context(int* argc, char*** argv, const DistConfig& cfg = DistConfig());
   ~Context();  // stops the watchdog, MPI_Finalize
   Context(const Context&) = delete;

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "dist/fault_injection.h"
+#include "core/fault.h"
 
 namespace hpc::dist {
 

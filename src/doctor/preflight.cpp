@@ -22,6 +22,7 @@
 #include "backend/device.h"
 #include "backend/ops_core.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "core/tensor.h"
 #include "dist/mpi_comm.h"
 
@@ -35,17 +36,6 @@ constexpr int TIMED = 5;
 constexpr int64_t MAX_BYTES = int64_t(1) << 30;  // MPI counts are int; a bucket is never this big
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-// Test hook HPCTRAIN_TEST_SLOW_RANK=R:MS: rank R waits MS ms before each
-// send of the ring exchange, which is how the tests plant a slow rank.
-double planted_delay_s(int rank) {
-  const char* v = std::getenv("HPCTRAIN_TEST_SLOW_RANK");
-  if (!v) return 0;
-  std::string s = v;
-  size_t colon = s.find(':');
-  if (colon == std::string::npos || std::atoi(s.substr(0, colon).c_str()) != rank) return 0;
-  return std::atof(s.c_str() + colon + 1) / 1000.0;
-}
 
 void wait_until_done(MPI_Request& req, Clock::time_point deadline, double timeout_s) {
   int done = 0;
@@ -94,7 +84,6 @@ double time_ring(dist::Communicator& comm, int64_t bytes, int dir, double timeou
   const int n = comm.size(), r = comm.rank();
   const int from = ((r - dir) % n + n) % n, to = ((r + dir) % n + n) % n;
   std::vector<char> send(static_cast<size_t>(bytes), 1), recv(static_cast<size_t>(bytes));
-  const double delay = planted_delay_s(r);
   std::vector<double> times;
   for (int i = 0; i < WARMUP + TIMED; ++i) {
     comm.barrier();
@@ -103,7 +92,7 @@ double time_ring(dist::Communicator& comm, int64_t bytes, int dir, double timeou
         t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
     MPI_Request rreq, sreq;
     mpiCheck(MPI_Irecv(recv.data(), static_cast<int>(bytes), MPI_BYTE, from, 7, MPI_COMM_WORLD, &rreq));
-    if (delay > 0) std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+    fault_at(FaultPoint::RingSend);  // test-only: sleep=MS@ring_send:R plants a slow rank
     mpiCheck(MPI_Isend(send.data(), static_cast<int>(bytes), MPI_BYTE, to, 7, MPI_COMM_WORLD, &sreq));
     wait_until_done(rreq, deadline, timeout_s);
     const double t = seconds_since(t0);

@@ -9,7 +9,7 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "dist/fault_injection.h"
+#include "core/fault.h"
 
 namespace hpc::train {
 
@@ -89,7 +89,7 @@ void MetricsLog::write(const Record& r) {
   struct stat before {};
   const bool sized = ::fstat(::fileno(f_), &before) == 0;
   errno = 0;
-  int err = dist::fault_at(dist::FaultPoint::Metrics);  // test-only: a full disk (ENOSPC)
+  int err = fault_at(FaultPoint::Metrics);  // test-only: a full disk (ENOSPC)
   if (err == 0 && std::fwrite(line.data(), 1, line.size(), f_) != line.size()) err = errno ? errno : EIO;
   if (err == 0) {
     if (lost_ > 0)

@@ -1,4 +1,4 @@
-// Stop signals, the run's deadline, and the test hooks (see signals.h).
+// Stop signals and the run's deadline (see signals.h).
 #include "train/signals.h"
 
 #include <signal.h>
@@ -25,15 +25,6 @@ static_assert(std::size(STOP_SIGNALS) == 2, "StopSignals::previous_ holds one ac
 extern "C" void on_stop_signal(int signo) {
   int none = 0;
   stop_signal_received.compare_exchange_strong(none, signo);
-}
-
-// A non-negative integer from the environment, or `fallback` when unset or not a number.
-long long env_int(const char* name, long long fallback) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  long long x = std::strtoll(v, &end, 10);
-  return *end == '\0' && x >= 0 ? x : fallback;
 }
 
 }  // namespace
@@ -101,15 +92,6 @@ bool Deadline::next_would_pass(bool next_has_eval, Clock::time_point now) const 
   if (!active_) return false;
   const double need = 1.5 * (step_s_ + (next_has_eval ? eval_s_ : 0) + save_s_) + SLACK_S;
   return need >= seconds_left(now);
-}
-
-TestHooks TestHooks::from_env(int world) {
-  TestHooks h;
-  h.stop_at_step = env_int("HPCTRAIN_TEST_STOP_AT_STEP", -1);
-  h.stop_rank = static_cast<int>(env_int("HPCTRAIN_TEST_STOP_RANK", world - 1));
-  h.step_delay_ms = static_cast<int>(env_int("HPCTRAIN_TEST_STEP_DELAY_MS", 0));
-  h.crash_in_ckpt = static_cast<int>(env_int("HPCTRAIN_TEST_CRASH_IN_CKPT", 0));
-  return h;
 }
 
 }  // namespace hpc::train

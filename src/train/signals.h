@@ -13,8 +13,6 @@
 // once from squeue where Slurm does not) minus a margin for exiting and
 // requeueing. The run stops when the next step, the evaluation it may end
 // with and a checkpoint would not all fit before it.
-//
-// TestHooks: HPCTRAIN_TEST_* variables for the tests, read once.
 #pragma once
 
 #include <signal.h>
@@ -78,15 +76,6 @@ class Deadline {
   Clock::time_point deadline_;
   std::string source_;
   double step_s_ = 0, eval_s_ = 0, save_s_ = 0;
-};
-
-struct TestHooks {
-  int64_t stop_at_step = -1;  // HPCTRAIN_TEST_STOP_AT_STEP: raise SIGUSR1 after this step…
-  int stop_rank = -1;         // …on this rank (HPCTRAIN_TEST_STOP_RANK; default the last rank)
-  int step_delay_ms = 0;      // HPCTRAIN_TEST_STEP_DELAY_MS: sleep after every step (slow runs, idle CPUs)
-  int crash_in_ckpt = 0;  // HPCTRAIN_TEST_CRASH_IN_CKPT=N: SIGKILL half-way through the N-th checkpoint write
-
-  static TestHooks from_env(int world);
 };
 
 }  // namespace hpc::train

@@ -17,7 +17,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "dist/devices.h"
-#include "dist/fault_injection.h"
+#include "core/fault.h"
 #include "nn/spec.h"
 #include "train/device_choice.h"
 
@@ -74,8 +74,7 @@ Trainer::Trainer(const Config& cfg, dist::Context& ctx)
       ctx_(ctx),
       comm_(ctx.host_comm()),
       deadline_(cfg.train.time_limit, std::getenv("SLURM_JOB_END_TIME"), Clock::now(),
-                static_cast<double>(std::time(nullptr))),
-      hooks_(TestHooks::from_env(ctx.world())) {
+                static_cast<double>(std::time(nullptr))) {
   device_ = choose_device(cfg.train.device, ctx);
   ctx.check_backend(device_);  // dist.backend must suit the device: nccl on a CPU run is a one-line error
   // Gradients (and everything else that lives on the device: parameters, optimizer state,
@@ -312,11 +311,11 @@ void Trainer::train_step(int64_t epoch, int64_t batch, StepTimes& t) {
     if (reducer_ && last) {
       reducer_->begin();
       model_->backward(dlogits_, rc, [this](int64_t frontier) {
-        dist::fault_at(dist::FaultPoint::Backward);  // test-only: a signal mid-backward, buckets in flight
+        fault_at(FaultPoint::Backward);  // test-only: a signal mid-backward, buckets in flight
         reducer_->on_ready(frontier);
       });
     } else {
-      dist::fault_at(dist::FaultPoint::Backward);
+      fault_at(FaultPoint::Backward);
       model_->backward(dlogits_, rc);
     }
     t.compute += seconds_since(t1);

@@ -135,10 +135,8 @@ class Trainer {
   // Checkpoints and early stops.
   StopSignals signals_{false};  // left installed until the process exits (see StopSignals)
   Deadline deadline_;
-  TestHooks hooks_;
   std::optional<ckpt::Resume> resume_;  // rank 0, between the two resume phases
   int64_t last_ckpt_step_ = -1;
-  int ckpt_writes_ = 0;
   std::chrono::steady_clock::time_point last_ckpt_time_, last_boundary_;
   int exit_code_ = 0;
 };

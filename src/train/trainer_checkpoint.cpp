@@ -16,11 +16,11 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
-#include <thread>
 
 #include "ckpt/store.h"
 #include "ckpt/validate.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "train/trainer.h"
 
 #ifndef HPCTRAIN_VERSION
@@ -169,8 +169,7 @@ bool Trainer::checkpoint_or_stop() {
   const Clock::time_point now = Clock::now();
   const bool ended_epoch = step_ % steps_per_epoch_ == 0 || step_ == total_steps_;
   deadline_.add_interval(seconds_between(last_boundary_, now), ended_epoch && val_);
-  if (hooks_.stop_at_step == step_ && hooks_.stop_rank == ctx_.rank()) ::raise(SIGUSR1);
-  if (hooks_.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(hooks_.step_delay_ms));
+  fault_at(FaultPoint::StepEnd);  // test-only: a signal after this step, a slow step
 
   // The vote, one allreduce(sum) for all (small integers: exact in double):
   // per stop signal how many ranks got it and the sum of their ranks (which
@@ -265,8 +264,7 @@ bool Trainer::save_checkpoint(const std::string& why) {
     c.optimizer = cfg_.optim.name;
     const std::string path = ckpt::checkpoint_path(cfg_.run_dir, step_);
     try {
-      ++ckpt_writes_;
-      ckpt::write_checkpoint(path, c, hooks_.crash_in_ckpt == ckpt_writes_);
+      ckpt::write_checkpoint(path, c);
       for (const std::string& line : ckpt::prune(cfg_.run_dir, step_, cfg_.ckpt.keep))
         progress_->line("checkpoint: " + line);
       status[1] = seconds_between(t0, Clock::now());

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ctest-timeout: 300
 # Crash safety: rank 0 is killed with SIGKILL half-way through writing the
-# step-20 checkpoint (test hook HPCTRAIN_TEST_CRASH_IN_CKPT=2: the second
-# write). The step-10 checkpoint must be untouched, the half-written file
+# step-20 checkpoint (fault hook HPCTRAIN_FAULT=exit@ckpt_write:0:20: the
+# second write). The step-10 checkpoint must be untouched, the half-written file
 # must exist only under its temporary name, and --resume auto must load
 # step 10 — skipping, and naming, a damaged newer checkpoint — and finish
 # with the same parameters as a run that never crashed. The leftovers are
@@ -17,8 +17,8 @@ run_mpi 2 "$BUILD/hpctrain" "${args[@]}" --run.dir "$TMP/straight" >"$TMP/straig
   { cat "$TMP/straight.log"; fail "straight run"; }
 
 rc=0
-HPCTRAIN_TEST_CRASH_IN_CKPT=2 run_mpi 2 "$BUILD/hpctrain" "${args[@]}" --run.dir "$run" >"$TMP/crash.log" 2>&1 || rc=$?
-grep -q "HPCTRAIN_TEST_CRASH_IN_CKPT: killing myself while writing" "$TMP/crash.log" ||
+HPCTRAIN_FAULT=exit@ckpt_write:0:20 run_mpi 2 "$BUILD/hpctrain" "${args[@]}" --run.dir "$run" >"$TMP/crash.log" 2>&1 || rc=$?
+grep -q "HPCTRAIN_FAULT=exit@ckpt_write:0:20: killing myself (SIGKILL) in ckpt_write, step 20" "$TMP/crash.log" ||
   { cat "$TMP/crash.log"; fail "the fault hook did not fire"; }
 [ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] || fail "a run killed during a checkpoint exited $rc"
 [ -f "$run/ckpt-00000010.h5" ] || fail "the step-10 checkpoint is gone"

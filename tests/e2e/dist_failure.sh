@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctest-timeout: 300
 # A dead or stuck rank never leaves the job hanging (dist.timeout = 5 s here):
-#   1. a rank that stops calling collectives (HPCTRAIN_TEST_STALL) → exit 3,
+#   1. a rank that stops calling collectives (HPCTRAIN_FAULT=stall@step) → exit 3,
 #      one report naming the rank, its step and collective, and where the others wait;
 #   2. kill -9 of a rank under plain mpirun → mpirun ends the job at once and
 #      names the lost rank;
@@ -45,10 +45,10 @@ wait_for() {
 }
 
 # 1. A stuck rank: exit 3 within dist.timeout + 10 s, and one report that names it.
-HPCTRAIN_TEST_STALL=1:4 run_mpi 3 -x HPCTRAIN_TEST_STALL "$hp" "${args[@]}" --run.dir "$TMP/stall" \
+HPCTRAIN_FAULT=stall@step:1:4 run_mpi 3 -x HPCTRAIN_FAULT "$hp" "${args[@]}" --run.dir "$TMP/stall" \
   > "$TMP/stall.out" 2> "$TMP/stall.err" &
 job=$!
-wait_for "$TMP/stall.err" "HPCTRAIN_TEST_STALL"
+wait_for "$TMP/stall.err" "HPCTRAIN_FAULT=stall"
 t0=$(now)
 rc=0
 wait "$job" || rc=$?
@@ -78,10 +78,10 @@ pass "kill -9 of rank 1 (mpirun): exit $rc after $(elapsed "$t0" "$t1") s, rank 
 # 3. The launcher does not kill the others: our timeout does, and our report names the dead rank.
 wrap='"$@"; echo "rank $OMPI_COMM_WORLD_RANK exit $?" >> "$EXITS"'
 export EXITS="$TMP/exits"
-HPCTRAIN_TEST_EXIT=1:4 run_mpi 3 --enable-recovery -x HPCTRAIN_TEST_EXIT -x EXITS bash -c "$wrap" _ \
+HPCTRAIN_FAULT=exit@step:1:4 run_mpi 3 --enable-recovery -x HPCTRAIN_FAULT -x EXITS bash -c "$wrap" _ \
   "$hp" "${args[@]}" --run.dir "$TMP/dead" > "$TMP/dead.out" 2> "$TMP/dead.err" &
 job=$!
-wait_for "$TMP/dead.err" "HPCTRAIN_TEST_EXIT"
+wait_for "$TMP/dead.err" "HPCTRAIN_FAULT=exit"
 t0=$(now)
 pids=$(grep -oP '^ +rank +[0-9]+ +host +\S+ +pid \K[0-9]+' "$TMP/dead.out")
 wait "$job" || true

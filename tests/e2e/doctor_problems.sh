@@ -66,7 +66,7 @@ NCCL_SOCKET_IFNAME=nosuchif9 expect_problem "NCCL_SOCKET_IFNAME=nosuchif9 matche
   "$hp" doctor "${run[@]}"
 
 # ---- a slow rank, named by the preflight -------------------------------------------------
-HPCTRAIN_TEST_SLOW_RANK=1:150 expect_problem "slowest: rank 1 on $(hostname) \(node 0\), every link to and from it is slow" \
+HPCTRAIN_FAULT=sleep=150@ring_send:1 expect_problem "slowest: rank 1 on $(hostname) \(node 0\), every link to and from it is slow" \
   run_mpi 3 "$hp" doctor "${run[@]}" --dist.bucket_mb 1
 grep -q "(an outlier: see problems)" "$TMP/out" || fail "ring line should point at the outlier"
 

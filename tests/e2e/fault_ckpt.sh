@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctest-timeout: 300
 # Faults while a checkpoint is written, on 2 ranks (HPCTRAIN_FAULT, see
-# src/dist/fault_injection.h). Checkpoints every 10 of 30 steps.
+# src/core/fault.h). Checkpoints every 10 of 30 steps.
 #   1. disk full (ENOSPC) in the middle of the step-20 write: exit 74 on every
 #      rank, one line naming the file and "no space left on device" and the
 #      intact previous one; no temporary file; resuming continues from step 10

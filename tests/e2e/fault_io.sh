@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctest-timeout: 300
 # Data and log I/O failures and lost ranks, on 2 ranks (HPCTRAIN_FAULT, see
-# src/dist/fault_injection.h):
+# src/core/fault.h):
 #   1. EIO reading samples mid-epoch on rank 1, memory-mapped dataset;
 #   2. the same on rank 0 through the H5Dread path (a chunked copy of the file);
 #      each: exit 74, one line naming the file, the dataset and the rows, the
@@ -11,7 +11,7 @@
 #      training runs to the end (exit 0), every line that is there is whole JSON;
 #      and for real on one process, stdout and metrics.jsonl on /dev/full;
 #   4. a rank that stalls at step 4 (stall@step): exit 3 within dist.timeout + 10 s,
-#      the report names it (the older HPCTRAIN_TEST_STALL/_EXIT: dist_failure.sh);
+#      the report names it (stall/exit at a step: dist_failure.sh);
 #   5. a rank that dies at step 4 (exit@step): the launcher ends the job, names it.
 source "$(dirname "$0")/lib.bash"
 source "$(dirname "$0")/fault_lib.bash"

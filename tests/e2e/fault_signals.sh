@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ctest-timeout: 300
 # Signals at the worst moments of a step, raised by one rank on itself
-# (HPCTRAIN_FAULT sig…@backward / @allreduce, see src/dist/fault_injection.h),
+# (HPCTRAIN_FAULT sig…@backward / @allreduce, see src/core/fault.h),
 # on 2 ranks:
 #   1. SIGUSR1 on rank 1 during backward of step 7 (gradient buckets in flight);
 #   2. SIGTERM on rank 0 while step 12's AllReduce is in flight;

@@ -100,7 +100,7 @@ pass "final val_loss $(val_loss "$WORK/clean") on 2 nodes = the single-host run'
 # ---- 2. preemption across nodes -----------------------------------------------------
 run=$WORK/run
 log=$WORK/job.log
-job=$(submit "$log" HPCTRAIN_TEST_STEP_DELAY_MS=40 -- "${args[@]}" --run.dir "$run" --ckpt.every_steps 20 \
+job=$(submit "$log" HPCTRAIN_FAULT=sleep=40@step_end -- "${args[@]}" --run.dir "$run" --ckpt.every_steps 20 \
   --dist.timeout 10) || fail "sbatch refused the job"
 CLUSTER_JOBS+=("$job")
 slurm_wait_state "$job" 60 RUNNING || { cat "$log"; fail "job $job did not start"; }

@@ -20,7 +20,7 @@ run_mpi 2 "$BUILD/hpctrain" "${args2[@]}" --run.dir "$TMP/straight" >"$TMP/strai
   { cat "$TMP/straight.log"; fail "straight run"; }
 
 rc=0
-HPCTRAIN_TEST_STOP_AT_STEP=21 run_mpi 2 "$BUILD/hpctrain" "${args2[@]}" --run.dir "$TMP/split" >"$TMP/split1.log" 2>&1 || rc=$?
+HPCTRAIN_FAULT=sigusr1@step_end:1:21 run_mpi 2 "$BUILD/hpctrain" "${args2[@]}" --run.dir "$TMP/split" >"$TMP/split1.log" 2>&1 || rc=$?
 [ "$rc" -eq 75 ] || { cat "$TMP/split1.log"; fail "the stopped run exited $rc, expected 75"; }
 grep -q "stopped after step 21 on all 2 rank(s)" "$TMP/split1.log" || { cat "$TMP/split1.log"; fail "no stop at step 21"; }
 [ -f "$TMP/split/ckpt-00000021.h5" ] || fail "no checkpoint at step 21"

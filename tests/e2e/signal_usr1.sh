@@ -10,7 +10,7 @@
 # 2. train.time_limit and 3. SLURM_JOB_END_TIME: the run stops by itself,
 #    checkpoints and exits 75 before the limit (and ckpt.every_minutes
 #    writes checkpoints on the way).
-# HPCTRAIN_TEST_STEP_DELAY_MS slows the steps down by sleeping, so the runs
+# HPCTRAIN_FAULT=sleep=MS@step_end slows the steps down by sleeping, so the runs
 # last long enough to be signalled without using CPU.
 source "$(dirname "$0")/lib.bash"
 data=$(mnist_h5)
@@ -23,7 +23,7 @@ run_mpi 2 "$BUILD/hpctrain" "${args[@]}" "${steps[@]}" --run.dir "$TMP/straight"
 
 # ---- 1. SIGUSR1 to one rank -------------------------------------------------
 run="$TMP/run"
-HPCTRAIN_TEST_STEP_DELAY_MS=30 run_mpi 2 "$BUILD/hpctrain" "${args[@]}" "${steps[@]}" --run.dir "$run" \
+HPCTRAIN_FAULT=sleep=30@step_end run_mpi 2 "$BUILD/hpctrain" "${args[@]}" "${steps[@]}" --run.dir "$run" \
   >"$TMP/sig.log" 2>&1 &
 job=$!
 pid_of_rank() { grep -oP "^  rank +$1 .* pid \K[0-9]+" "$TMP/sig.log" | head -1; }
@@ -72,7 +72,7 @@ deadline_run() {  # NAME EXPECTED-SOURCE SECONDS [env…]: must stop itself, wit
   local name=$1 source=$2 limit=$3 rc=0 start elapsed s
   shift 3
   start=$(date +%s%N)
-  env "$@" HPCTRAIN_TEST_STEP_DELAY_MS=20 timeout -k 10 120 mpirun -np 2 --oversubscribe --bind-to none \
+  env "$@" HPCTRAIN_FAULT=sleep=20@step_end timeout -k 10 120 mpirun -np 2 --oversubscribe --bind-to none \
     "$BUILD/hpctrain" "${args[@]}" --train.steps 100000 --run.dir "$TMP/$name" >"$TMP/$name.log" 2>&1 || rc=$?
   elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
   [ "$rc" -eq 75 ] || { cat "$TMP/$name.log"; fail "$name: exit $rc, expected 75"; }

@@ -33,7 +33,7 @@ log="$TMP/job.log"
 # The sleep hook makes each step last >= 40 ms without using the CPUs, so
 # the job is still running when it is signalled.
 cd "$ROOT"
-job=$(HPCTRAIN_BIN="$BUILD/hpctrain" HPCTRAIN_TEST_STEP_DELAY_MS=40 \
+job=$(HPCTRAIN_BIN="$BUILD/hpctrain" HPCTRAIN_FAULT=sleep=40@step_end \
   sbatch --parsable -N 1 -n 2 --ntasks-per-node=2 -c 1 --time=15 -o "$log" \
   slurm/train-cpu.sbatch "${args[@]}" --run.dir "$run") || fail "sbatch refused the job"
 SLURM_TEST_JOBS+=("$job")
@@ -53,7 +53,7 @@ pass "sent SIGUSR1 to the batch shell of job $job at step $(grep -oP '"step": \K
 # must end for good (the trainer still checkpoints, but nothing requeues).
 run_mpi 2 "$BUILD/hpctrain" "${args[@]}" --run.dir "$TMP/reference" >"$TMP/reference.log" 2>&1 ||
   { cat "$TMP/reference.log"; fail "reference run"; }
-other=$(HPCTRAIN_BIN="$BUILD/hpctrain" HPCTRAIN_TEST_STEP_DELAY_MS=40 \
+other=$(HPCTRAIN_BIN="$BUILD/hpctrain" HPCTRAIN_FAULT=sleep=40@step_end \
   sbatch --parsable -N 1 -n 2 --ntasks-per-node=2 -c 1 --time=15 -o "$TMP/cancelled.log" \
   slurm/train-cpu.sbatch "${args[@]}" --run.dir "$TMP/cancelled") || fail "sbatch refused the second job"
 SLURM_TEST_JOBS+=("$other")
@@ -72,7 +72,7 @@ pass "a plain scancel ends job $other for good (checkpointed, not requeued)"
 
 # submit-chain.sh with --no-requeue: job 1 stops at step 10 (test hook), cannot
 # requeue, exits 75; job 2 (afterany) resumes from the same run directory.
-chain=$(HPCTRAIN_BIN="$BUILD/hpctrain" HPCTRAIN_TEST_STOP_AT_STEP=10 HPCTRAIN_RUN_DIR="$TMP/chain" \
+chain=$(HPCTRAIN_BIN="$BUILD/hpctrain" HPCTRAIN_FAULT=sigusr1@step_end:1:10 HPCTRAIN_RUN_DIR="$TMP/chain" \
   "$ROOT/slurm/submit-chain.sh" 2 --no-requeue -N 1 -n 2 --ntasks-per-node=2 -c 1 --time=15 -o "$TMP/chain-%j.log" \
   slurm/train-cpu.sbatch --data.path "$data" --model.preset mlp --model.hidden 32 --train.steps 30 --log.every 5 \
   --log.progress plain) || fail "submit-chain.sh failed"

@@ -15,7 +15,7 @@ args=(--data.path "$data" --model.preset mlp --model.hidden 64 --train.steps 300
 job=(env HPCTRAIN_HOME="$ROOT" HPCTRAIN_BIN="$BUILD/hpctrain" HPCTRAIN_LAUNCHER=mpirun HPCTRAIN_BIND=/scratch
      SLURM_NTASKS=2 timeout -k 10 300 bash "$ROOT/slurm/train-cpu.sbatch" "${args[@]}")
 
-HPCTRAIN_TEST_STEP_DELAY_MS=30 "${job[@]}" >"$TMP/job1.log" 2>&1 &
+HPCTRAIN_FAULT=sleep=30@step_end "${job[@]}" >"$TMP/job1.log" 2>&1 &
 pid=$!  # env, which became timeout; the batch shell is its child
 for _ in $(seq 1 600); do
   grep -qE '"step": ([1-9][0-9]+)' "$TMP/run/metrics.jsonl" 2>/dev/null && break

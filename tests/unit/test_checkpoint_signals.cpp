@@ -12,7 +12,6 @@
 
 using hpc::train::Deadline;
 using hpc::train::StopSignals;
-using hpc::train::TestHooks;
 using Clock = Deadline::Clock;
 
 namespace {
@@ -101,20 +100,4 @@ TEST(Deadline, StopsWhenTheNextStepEvalAndSaveWouldNotFit) {
   EXPECT_TRUE(d.next_would_pass(false, at(t0, 85)));
   for (int i = 0; i < 50; ++i) d.add_interval(4, false);
   EXPECT_FALSE(d.next_would_pass(false, at(t0, 89.5)));
-}
-
-TEST(TestHooks, ReadFromTheEnvironment) {
-  unsetenv("HPCTRAIN_TEST_STOP_AT_STEP");
-  unsetenv("HPCTRAIN_TEST_STOP_RANK");
-  TestHooks none = TestHooks::from_env(4);
-  EXPECT_EQ(none.stop_at_step, -1);
-  EXPECT_EQ(none.stop_rank, 3) << "default: the last rank, so the agreement is exercised";
-  EXPECT_EQ(none.crash_in_ckpt, 0);
-  setenv("HPCTRAIN_TEST_STOP_AT_STEP", "12", 1);
-  setenv("HPCTRAIN_TEST_CRASH_IN_CKPT", "2", 1);
-  TestHooks h = TestHooks::from_env(4);
-  EXPECT_EQ(h.stop_at_step, 12);
-  EXPECT_EQ(h.crash_in_ckpt, 2);
-  unsetenv("HPCTRAIN_TEST_STOP_AT_STEP");
-  unsetenv("HPCTRAIN_TEST_CRASH_IN_CKPT");
 }

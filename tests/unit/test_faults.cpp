@@ -1,9 +1,9 @@
-// The test-only fault hook (src/dist/fault_injection.h) and what the code
+// The test-only fault hook (src/core/fault.h) and what the code
 // at each I/O point does with the failure it injects, without MPI:
-// - HPCTRAIN_FAULT parsing: every kind and point, ranks, steps, lists, the
-//   older HPCTRAIN_TEST_STALL/_EXIT, and one-line errors for bad values;
-// - when a fault fires: rank, step (I/O faults stay on, others fire once),
-//   signals raised at the point;
+// - HPCTRAIN_FAULT parsing: every kind and point, ranks, steps, lists,
+//   sleep=MS, and one-line errors for bad values;
+// - when a fault fires: rank, step (I/O faults and sleeps stay on, others
+//   fire once), signals raised at the point;
 // - the checkpoint writer under ENOSPC at each of write, close, fsync and
 //   rename: IoError naming the path and "no space left on device", no
 //   temporary file left, the file already at that path untouched;
@@ -17,19 +17,19 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
 #include "ckpt/checkpoint.h"
 #include "core/error.h"
-#include "dist/fault_injection.h"
+#include "core/fault.h"
 #include "temp_dir.h"
 #include "train/metrics.h"
 
 namespace fs = std::filesystem;
 using namespace hpc;
-using namespace hpc::dist;
 
 namespace {
 
@@ -98,18 +98,48 @@ TEST_F(Faults, ParsesKindPointRankStep) {
     EXPECT_EQ(parse_faults(ok).size(), 1u) << ok;
 }
 
-TEST_F(Faults, OlderVariablesStillWork) {
-  std::vector<Fault> f = parse_faults(nullptr, "1:12", "0:3");
-  ASSERT_EQ(f.size(), 2u);
-  EXPECT_EQ(f[0].kind, FaultKind::Stall);
-  EXPECT_EQ(f[0].rank, 1);
-  EXPECT_EQ(f[0].step, 12);
-  EXPECT_EQ(f[0].text, "HPCTRAIN_TEST_STALL=1:12");  // tests/e2e/dist_failure.sh waits for this name
-  EXPECT_EQ(f[1].kind, FaultKind::Exit);
-  EXPECT_EQ(f[1].rank, 0);
-  EXPECT_EQ(f[1].step, 3);
-  for (const char* bad : {"1", "1:", ":3", "a:b", "1:0", "-1:3", "1:3x"})
-    EXPECT_THROW(parse_faults(nullptr, bad), UserError) << bad;
+// What the former HPCTRAIN_TEST_* hooks were: a stop after a step, a slow
+// step, a death half-way through a checkpoint write, a slow ring send.
+TEST_F(Faults, SleepStepEndAndTheFormerTestHooks) {
+  std::vector<Fault> f =
+      parse_faults("sigusr1@step_end:3:21,sleep=30@step_end,exit@ckpt_write:0:20,sleep=150@ring_send:1");
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_EQ(f[0].kind, FaultKind::SigUsr1);
+  EXPECT_EQ(f[0].point, FaultPoint::StepEnd);
+  EXPECT_EQ(f[0].rank, 3);
+  EXPECT_EQ(f[0].step, 21);
+  EXPECT_EQ(f[1].kind, FaultKind::Sleep);
+  EXPECT_EQ(f[1].sleep_ms, 30);
+  EXPECT_EQ(f[1].rank, -1);
+  EXPECT_EQ(f[1].step, 0);
+  EXPECT_EQ(f[2].kind, FaultKind::Exit);
+  EXPECT_EQ(f[2].point, FaultPoint::CkptWrite);
+  EXPECT_EQ(f[2].step, 20);
+  EXPECT_EQ(f[3].point, FaultPoint::RingSend);
+  EXPECT_EQ(f[3].sleep_ms, 150);
+  EXPECT_EQ(f[3].text, "HPCTRAIN_FAULT=sleep=150@ring_send:1");
+  for (const char* ok : {"sleep=1@step", "sleep=5@data_read", "stall@step_end:1:2", "exit@step_end"})
+    EXPECT_EQ(parse_faults(ok).size(), 1u) << ok;
+}
+
+TEST_F(Faults, SleepsStayOnFromTheirStep) {
+  using Clock = std::chrono::steady_clock;
+  auto ms_of = [](FaultPoint p) {
+    const auto t0 = Clock::now();
+    EXPECT_EQ(fault_at(p), 0);
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  };
+  install("sleep=40@step_end:0:2", 0);
+  set_fault_step(1);
+  EXPECT_LT(ms_of(FaultPoint::StepEnd), 30);
+  EXPECT_LT(ms_of(FaultPoint::Step), 30);  // another point
+  set_fault_step(2);
+  EXPECT_GE(ms_of(FaultPoint::StepEnd), 40);
+  set_fault_step(3);
+  EXPECT_GE(ms_of(FaultPoint::StepEnd), 40);  // a slow rank stays slow
+  install("sleep=40@step_end:0:2", 1);           // another rank
+  set_fault_step(2);
+  EXPECT_LT(ms_of(FaultPoint::StepEnd), 30);
 }
 
 TEST_F(Faults, MalformedValuesAreOneLineErrors) {
@@ -125,6 +155,13 @@ TEST_F(Faults, MalformedValuesAreOneLineErrors) {
       {"sigusr1@step:1:0", "STEP"},
       {"sigusr1@step:-1:3", "RANK"},
       {"sigusr1@step,", "expected KIND@POINT"},
+      {"sleep@step", "sleep=MS"},
+      {"sleep=0@step", "sleep=MS"},
+      {"sleep=ms@step", "sleep=MS"},
+      {"stall=3@step", "takes no '=' argument"},
+      {"sleep=5@backward", "'sleep' cannot happen at 'backward'"},
+      {"sleep=5@ring_sent", "unknown point 'ring_sent'"},
+      {"eio@ring_send", "'eio' cannot happen at 'ring_send'"},
   };
   for (const auto& [text, why] : cases) {
     try {

@@ -1,51 +1,75 @@
-// Test-only fault injection (see fault_injection.h for the grammar and why
-// the plan is process-wide).
-#include "dist/fault_injection.h"
+// Test-only fault injection (see fault.h for the grammar and why the plan
+// is process-wide).
+#include "core/fault.h"
 
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <thread>
 
 #include "core/error.h"
 
-namespace hpc::dist {
+namespace hpc {
 
 namespace {
 
-constexpr FaultKind ALL_KINDS[] = {FaultKind::Enospc,  FaultKind::Eio,     FaultKind::Stall, FaultKind::Exit,
-                                   FaultKind::SigUsr1, FaultKind::SigTerm, FaultKind::SigInt};
-constexpr FaultPoint ALL_POINTS[] = {FaultPoint::Step,       FaultPoint::Backward,  FaultPoint::Allreduce,
-                                     FaultPoint::CkptWrite,  FaultPoint::CkptClose, FaultPoint::CkptFsync,
-                                     FaultPoint::CkptRename, FaultPoint::Metrics,   FaultPoint::DataRead};
+constexpr const char* VARIABLE = "HPCTRAIN_FAULT";
+
+struct KindName {
+  FaultKind kind;
+  const char* name;
+};
+constexpr KindName KINDS[] = {{FaultKind::Enospc, "enospc"},   {FaultKind::Eio, "eio"},
+                              {FaultKind::Stall, "stall"},     {FaultKind::Exit, "exit"},
+                              {FaultKind::SigUsr1, "sigusr1"}, {FaultKind::SigTerm, "sigterm"},
+                              {FaultKind::SigInt, "sigint"},   {FaultKind::Sleep, "sleep"}};
+
+struct PointName {
+  FaultPoint point;
+  const char* name;
+};
+constexpr PointName POINTS[] = {
+    {FaultPoint::Step, "step"},           {FaultPoint::StepEnd, "step_end"},
+    {FaultPoint::Backward, "backward"},   {FaultPoint::Allreduce, "allreduce"},
+    {FaultPoint::CkptWrite, "ckpt_write"}, {FaultPoint::CkptClose, "ckpt_close"},
+    {FaultPoint::CkptFsync, "ckpt_fsync"}, {FaultPoint::CkptRename, "ckpt_rename"},
+    {FaultPoint::Metrics, "metrics"},     {FaultPoint::DataRead, "data_read"},
+    {FaultPoint::RingSend, "ring_send"}};
 
 bool is_signal(FaultKind k) {
   return k == FaultKind::SigUsr1 || k == FaultKind::SigTerm || k == FaultKind::SigInt;
 }
 bool is_io(FaultKind k) { return k == FaultKind::Enospc || k == FaultKind::Eio; }
+// Faults that stay on from their step; the others fire once.
+bool is_persistent(FaultKind k) { return is_io(k) || k == FaultKind::Sleep; }
 
 // The kinds each point can take: only what the code at that point can suffer.
 bool allowed(FaultKind k, FaultPoint p) {
   switch (p) {
     case FaultPoint::Step:
-      return k == FaultKind::Stall || k == FaultKind::Exit || is_signal(k);
+    case FaultPoint::StepEnd:
+      return k == FaultKind::Stall || k == FaultKind::Exit || k == FaultKind::Sleep || is_signal(k);
     case FaultPoint::Backward:
     case FaultPoint::Allreduce:
       return is_signal(k);
     case FaultPoint::CkptWrite:
-      return k == FaultKind::Enospc || is_signal(k);
+      return k == FaultKind::Enospc || k == FaultKind::Exit || is_signal(k);
     case FaultPoint::CkptClose:
     case FaultPoint::CkptFsync:
     case FaultPoint::CkptRename:
     case FaultPoint::Metrics:
       return k == FaultKind::Enospc;
     case FaultPoint::DataRead:
-      return k == FaultKind::Eio;
+      return k == FaultKind::Eio || k == FaultKind::Sleep;
+    case FaultPoint::RingSend:
+      return k == FaultKind::Sleep;
   }
   return false;
 }
@@ -57,8 +81,7 @@ struct State {
   std::atomic<int64_t> step{0};
   int rank = -1;
   std::vector<Fault> faults;
-  std::unique_ptr<std::atomic<bool>[]>
-      fired;  // one per fault: one-shot faults fire once, I/O faults log once
+  std::unique_ptr<std::atomic<bool>[]> fired;  // one per fault: one-shot faults fire once, the others log once
 };
 
 State& state() {
@@ -66,9 +89,9 @@ State& state() {
   return s;
 }
 
-[[noreturn]] void bad(const std::string& var, const std::string& text, const std::string& why) {
-  throw UserError(var + "='" + text + "': " + why +
-                  " (test-only fault injection; see src/dist/fault_injection.h)");
+[[noreturn]] void bad(const std::string& text, const std::string& why) {
+  throw UserError(std::string(VARIABLE) + "='" + text + "': " + why +
+                  " (test-only fault injection; see src/core/fault.h)");
 }
 
 bool parse_int(const std::string& s, long long lo, long long& out) {
@@ -79,38 +102,52 @@ bool parse_int(const std::string& s, long long lo, long long& out) {
   return out >= lo;
 }
 
+std::string kind_list() {
+  std::string s;
+  for (const KindName& k : KINDS) s += (s.empty() ? "" : ", ") + std::string(k.name);
+  return s + "=MS";
+}
+
+std::string point_list() {
+  std::string s;
+  for (const PointName& p : POINTS) s += (s.empty() ? "" : ", ") + std::string(p.name);
+  return s;
+}
+
 // One KIND@POINT[:RANK[:STEP]] item of `whole` (what an error message quotes).
-Fault parse_one(const std::string& var, const std::string& text, const std::string& whole) {
+Fault parse_one(const std::string& text, const std::string& whole) {
   const std::string expected = "expected KIND@POINT[:RANK[:STEP]]";
-  auto fail = [&](const std::string& why) {
-    bad(var, whole, (text == whole ? "" : "in '" + text + "': ") + why);
-  };
+  auto fail = [&](const std::string& why) { bad(whole, (text == whole ? "" : "in '" + text + "': ") + why); };
   const size_t at = text.find('@');
   if (at == std::string::npos) fail(expected);
   Fault f;
-  f.text = var + "=" + text;
-  const std::string kind = text.substr(0, at);
+  f.text = std::string(VARIABLE) + "=" + text;
+  std::string kind = text.substr(0, at);
+  const size_t eq = kind.find('=');
+  const std::string argument = eq == std::string::npos ? "" : kind.substr(eq + 1);
+  kind = kind.substr(0, eq);
+  const auto k = std::find_if(std::begin(KINDS), std::end(KINDS), [&](const KindName& n) { return kind == n.name; });
+  if (k == std::end(KINDS)) fail("unknown kind '" + kind + "' (" + kind_list() + ")");
+  f.kind = k->kind;
+  long long v = 0;
+  if (f.kind == FaultKind::Sleep) {
+    if (!parse_int(argument, 1, v)) fail("sleep takes milliseconds: sleep=MS with MS ≥ 1");
+    f.sleep_ms = v;
+  } else if (eq != std::string::npos) {
+    fail("'" + kind + "' takes no '=' argument");
+  }
   std::string rest = text.substr(at + 1);
-  bool found = false;
-  for (FaultKind k : ALL_KINDS)
-    if (kind == fault_kind_name(k)) f.kind = k, found = true;
-  if (!found) fail("unknown kind '" + kind + "' (enospc, eio, stall, exit, sigusr1, sigterm, sigint)");
   const size_t c1 = rest.find(':');
   const std::string point = rest.substr(0, c1);
-  found = false;
-  for (FaultPoint p : ALL_POINTS)
-    if (point == fault_point_name(p)) f.point = p, found = true;
-  if (!found)
-    fail(
-        "unknown point '" + point +
-        "' (step, backward, allreduce, ckpt_write, ckpt_close, ckpt_fsync, ckpt_rename, metrics, data_read)");
-  if (!allowed(f.kind, f.point))
-    fail(std::string("'") + fault_kind_name(f.kind) + "' cannot happen at '" + point + "'");
+  const auto p =
+      std::find_if(std::begin(POINTS), std::end(POINTS), [&](const PointName& n) { return point == n.name; });
+  if (p == std::end(POINTS)) fail("unknown point '" + point + "' (" + point_list() + ")");
+  f.point = p->point;
+  if (!allowed(f.kind, f.point)) fail("'" + kind + "' cannot happen at '" + point + "'");
   if (c1 == std::string::npos) return f;
   rest = rest.substr(c1 + 1);
   const size_t c2 = rest.find(':');
   const std::string rank = rest.substr(0, c2);
-  long long v = 0;
   if (rank != "*") {
     if (!parse_int(rank, 0, v)) fail(expected + ", RANK a rank or *");
     f.rank = static_cast<int>(v);
@@ -119,24 +156,6 @@ Fault parse_one(const std::string& var, const std::string& text, const std::stri
   if (!parse_int(rest.substr(c2 + 1), 1, v)) fail(expected + ", STEP ≥ 1");
   f.step = v;
   return f;
-}
-
-// The older RANK:STEP variables.
-void parse_legacy(const char* var, const char* value, FaultKind kind, std::vector<Fault>& out) {
-  if (value == nullptr || *value == '\0') return;
-  const std::string text = value;
-  const size_t colon = text.find(':');
-  long long r = 0, s = 0;
-  if (colon == std::string::npos || !parse_int(text.substr(0, colon), 0, r) ||
-      !parse_int(text.substr(colon + 1), 1, s))
-    bad(var, text, "expected RANK:STEP");
-  Fault f;
-  f.kind = kind;
-  f.point = FaultPoint::Step;
-  f.rank = static_cast<int>(r);
-  f.step = s;
-  f.text = std::string(var) + "=" + text;
-  out.push_back(f);
 }
 
 void announce(const Fault& f, int rank, int64_t step, const char* what) {
@@ -149,65 +168,35 @@ void announce(const Fault& f, int rank, int64_t step, const char* what) {
   std::fflush(stderr);
 }
 
+void raise_signal(const Fault& f, int rank, int64_t step, int signo, const char* what) {
+  announce(f, rank, step, what);
+  std::raise(signo);
+}
+
 }  // namespace
 
 const char* fault_point_name(FaultPoint p) {
-  switch (p) {
-    case FaultPoint::Step:
-      return "step";
-    case FaultPoint::Backward:
-      return "backward";
-    case FaultPoint::Allreduce:
-      return "allreduce";
-    case FaultPoint::CkptWrite:
-      return "ckpt_write";
-    case FaultPoint::CkptClose:
-      return "ckpt_close";
-    case FaultPoint::CkptFsync:
-      return "ckpt_fsync";
-    case FaultPoint::CkptRename:
-      return "ckpt_rename";
-    case FaultPoint::Metrics:
-      return "metrics";
-    case FaultPoint::DataRead:
-      return "data_read";
-  }
+  for (const PointName& n : POINTS)
+    if (n.point == p) return n.name;
   return "?";
 }
 
 const char* fault_kind_name(FaultKind k) {
-  switch (k) {
-    case FaultKind::Enospc:
-      return "enospc";
-    case FaultKind::Eio:
-      return "eio";
-    case FaultKind::Stall:
-      return "stall";
-    case FaultKind::Exit:
-      return "exit";
-    case FaultKind::SigUsr1:
-      return "sigusr1";
-    case FaultKind::SigTerm:
-      return "sigterm";
-    case FaultKind::SigInt:
-      return "sigint";
-  }
+  for (const KindName& n : KINDS)
+    if (n.kind == k) return n.name;
   return "?";
 }
 
-std::vector<Fault> parse_faults(const char* fault, const char* stall, const char* exit) {
+std::vector<Fault> parse_faults(const char* value) {
   std::vector<Fault> out;
-  if (fault != nullptr && *fault != '\0') {
-    const std::string all = fault;
-    size_t begin = 0;
-    while (begin <= all.size()) {
-      const size_t comma = std::min(all.find(',', begin), all.size());
-      out.push_back(parse_one("HPCTRAIN_FAULT", all.substr(begin, comma - begin), all));
-      begin = comma + 1;
-    }
+  if (value == nullptr || *value == '\0') return out;
+  const std::string all = value;
+  size_t begin = 0;
+  while (begin <= all.size()) {
+    const size_t comma = std::min(all.find(',', begin), all.size());
+    out.push_back(parse_one(all.substr(begin, comma - begin), all));
+    begin = comma + 1;
   }
-  parse_legacy("HPCTRAIN_TEST_STALL", stall, FaultKind::Stall, out);
-  parse_legacy("HPCTRAIN_TEST_EXIT", exit, FaultKind::Exit, out);
   return out;
 }
 
@@ -232,8 +221,13 @@ int fault_at(FaultPoint point) {
   for (size_t i = 0; i < s.faults.size(); ++i) {
     const Fault& f = s.faults[i];
     if (f.point != point || (f.rank >= 0 && f.rank != s.rank)) continue;
-    if (is_io(f.kind)) {
+    if (is_persistent(f.kind)) {
       if (f.step > 0 && step < f.step) continue;
+      if (f.kind == FaultKind::Sleep) {
+        if (!s.fired[i].exchange(true)) announce(f, s.rank, step, "sleeping there from here on");
+        std::this_thread::sleep_for(std::chrono::milliseconds(f.sleep_ms));
+        continue;
+      }
       if (!s.fired[i].exchange(true)) announce(f, s.rank, step, "failing I/O from here on");
       return f.kind == FaultKind::Enospc ? ENOSPC : EIO;
     }
@@ -250,16 +244,13 @@ int fault_at(FaultPoint point) {
         for (int t = 0; t < 3600; ++t) sleep(1);
         std::_Exit(EXIT_PEER);
       case FaultKind::SigUsr1:
-        announce(f, s.rank, step, "raising SIGUSR1");
-        std::raise(SIGUSR1);
+        raise_signal(f, s.rank, step, SIGUSR1, "raising SIGUSR1");
         break;
       case FaultKind::SigTerm:
-        announce(f, s.rank, step, "raising SIGTERM");
-        std::raise(SIGTERM);
+        raise_signal(f, s.rank, step, SIGTERM, "raising SIGTERM");
         break;
       case FaultKind::SigInt:
-        announce(f, s.rank, step, "raising SIGINT");
-        std::raise(SIGINT);
+        raise_signal(f, s.rank, step, SIGINT, "raising SIGINT");
         break;
       default:
         break;
@@ -268,4 +259,4 @@ int fault_at(FaultPoint point) {
   return 0;
 }
 
-}  // namespace hpc::dist
+}  // namespace hpc
