@@ -78,7 +78,7 @@ int main(int argc, char** argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &world);
   const int steps = argc > 1 ? std::atoi(argv[1]) : 20;
   const int batch = argc > 2 ? std::atoi(argv[2]) : 8;
-  ModelConfig mc;
+  nn::PresetOptions mc;
   mc.preset = argc > 3 ? argv[3] : "gpt-small";
   mc.recompute = argc > 4 && std::atoi(argv[4]) != 0;
   const char* env_threads = std::getenv("OPENBLAS_NUM_THREADS");
@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   std::sscanf(spec.c_str(), "embed(%lld,%lld,%lld)", &vocab, &width, &context);
   nn::Model model(spec, Shape{context}, DType::F32, 1);
   OptimConfig oc;
-  oc.name = "adamw";
+  oc.name = OptimizerKind::AdamW;
   oc.weight_decay = 0.1;
   auto opt = optim::Optimizer::create(oc, model.params(), optim::decay_ranges_of(model.param_info()));
   auto loss = nn::make_cross_entropy(0.0);

@@ -109,7 +109,7 @@ int main(int argc, char** argv) {
 
   nn::Model model(nn::preset_spec("mlp", {512, 512}, 10), Shape{1, 28, 28}, DType::F32, 1);
   OptimConfig oc;
-  oc.name = "adam";
+  oc.name = OptimizerKind::Adam;
   auto opt = optim::Optimizer::create(oc, model.params(), {});
   auto loss = nn::make_cross_entropy(0.0);
   Tensor x(Shape{batch, 1, 28, 28}, DType::F32), y(Shape{batch}, DType::I32),

@@ -8,7 +8,6 @@
 //   4. resume from a checkpoint (--resume), agreed like set-up
 //   5. train; a failure from here on aborts every rank so none is left waiting;
 //      a stop on request (signal, deadline) checkpoints and exits 75
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -70,13 +69,8 @@ int train(const hpc::Config& cfg, hpc::dist::Context& ctx) {
   try {
     trainer->apply_resume_checkpoint();
     hpc::train::EvalResult r = trainer->run();
-    if (ctx.is_root() && r.count > 0 && trainer->exit_code() == hpc::EXIT_OK) {
-      std::printf("final: val_loss %.4f  val_acc %.2f%%", r.loss, 100 * r.acc);
-      if (r.top5 >= 0) std::printf("  val_top5 %.2f%%", 100 * r.top5);
-      if (r.per_token) std::printf("  perplexity %.3f", std::exp(r.loss));
-      std::printf("  (%lld validation %s)\n", static_cast<long long>(r.count),
-                  r.per_token ? "tokens" : "samples");
-    }
+    if (ctx.is_root() && r.count > 0 && trainer->exit_code() == hpc::EXIT_OK)
+      std::printf("%s\n", trainer->task().final_line(r).c_str());
     return trainer->exit_code();  // 75 after a stop with a checkpoint: requeue me
   } catch (const hpc::Error& e) {
     print_error(e.what(), ctx.rank(), ctx.world());
@@ -99,9 +93,9 @@ int main(int argc, char** argv) {
     return e.exit_code();
   }
   // The doctor starts MPI itself: a broken launch is one of its findings, not an exit.
-  if (cfg.command == "doctor") return hpc::doctor::run(cfg, &argc, &argv);
+  if (cfg.command == hpc::Command::Doctor) return hpc::doctor::run(cfg, &argc, &argv);
   // Text from a language model's checkpoint: one process, no MPI.
-  if (cfg.command == "sample") return hpc::train::sample_command(cfg);
+  if (cfg.command == hpc::Command::Sample) return hpc::train::sample_command(cfg);
 
   std::unique_ptr<hpc::dist::Context> ctx;
   try {
@@ -111,11 +105,11 @@ int main(int argc, char** argv) {
     return e.exit_code();
   }
 
-  if (cfg.command == "train") return train(cfg, *ctx);
+  if (cfg.command == hpc::Command::Train) return train(cfg, *ctx);
   if (ctx->is_root())
     std::fprintf(stderr,
                  "hpctrain: error: '%s' is not available in this version of hpctrain (only 'train', 'doctor' "
                  "and 'sample')\n",
-                 cfg.command.c_str());
+                 hpc::name_of(cfg.command));
   return hpc::EXIT_BAD_INPUT;
 }

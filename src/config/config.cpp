@@ -30,7 +30,11 @@ using config::OptionSpec;
 
 namespace {
 
-const std::vector<std::string> COMMANDS = {"train", "eval", "doctor", "sample"};
+std::vector<std::string> command_names() {
+  std::vector<std::string> names;
+  for (const EnumName<Command>& c : enum_names<Command>()) names.emplace_back(c.name);
+  return names;
+}
 
 // HPCTRAIN_* variables that are not options and are read elsewhere: fault
 // injection (HPCTRAIN_FAULT*) and test hooks (HPCTRAIN_TEST*). Any other
@@ -57,11 +61,11 @@ std::vector<std::string> all_option_names(const char* prefix) {
   return names;
 }
 
-std::string parse_command(const std::string& word) {
-  for (const std::string& c : COMMANDS)
-    if (word == c) return c;
+Command parse_command(const std::string& word) {
+  for (const EnumName<Command>& c : enum_names<Command>())
+    if (word == c.name) return c.value;
   std::string msg = "unknown command '" + word + "' (commands: train, eval, doctor, sample)" +
-                    did_you_mean(config::closest_match(word, COMMANDS));
+                    did_you_mean(config::closest_match(word, command_names()));
   if (word.ends_with(".ini")) msg += "; a config file is given as --config " + word;
   throw UserError(msg);
 }
@@ -99,7 +103,7 @@ po::parsed_options parse_command_line(const std::vector<std::string>& args,
   for (const po::option& o : parsed.options)
     if (o.string_key.empty()) {
       std::string word = o.original_tokens.empty() ? "" : o.original_tokens.front();
-      for (const std::string& c : COMMANDS)
+      for (const std::string& c : command_names())
         if (word == c) throw UserError("unexpected argument '" + word + "': the command must come first");
       throw UserError("unexpected argument '" + word + "' (options are written --group.name VALUE)");
     }
@@ -214,15 +218,16 @@ std::string option_label(const std::string& name, const std::map<std::string, st
 
 // Checks that involve more than one option or the command.
 void check_combination(const Config& c, const std::map<std::string, std::string>& where) {
-  if (c.command == "train" && c.train.steps <= 0 && c.train.epochs <= 0)
+  if (c.command == Command::Train && c.train.steps <= 0 && c.train.epochs <= 0)
     throw UserError("options --train.epochs and --train.steps: one of them must be > 0 (got epochs=" +
                     std::to_string(c.train.epochs) + ", steps=" + std::to_string(c.train.steps) + ")");
-  if ((c.command == "train" || c.command == "eval") && c.data.path.empty())
-    throw UserError("option --data.path: required for " + c.command + " (an HDF5 dataset; " +
+  if ((c.command == Command::Train || c.command == Command::Eval) && c.data.path.empty())
+    throw UserError(std::string("option --data.path: required for ") + name_of(c.command) + " (an HDF5 dataset; " +
                     HOW_TO_MAKE_DATA + ")");
-  if ((c.command == "eval" || c.command == "sample") && c.checkpoint.empty())
-    throw UserError("option --checkpoint: required for " + c.command + " (a ckpt-STEP.h5 file of a run)");
-  if (c.optim.schedule == "cosine" && c.optim.min_lr > c.optim.lr)
+  if ((c.command == Command::Eval || c.command == Command::Sample) && c.checkpoint.empty())
+    throw UserError(std::string("option --checkpoint: required for ") + name_of(c.command) +
+                    " (a ckpt-STEP.h5 file of a run)");
+  if (c.optim.schedule == ScheduleKind::Cosine && c.optim.min_lr > c.optim.lr)
     throw UserError(option_label("optim.min_lr", where) + ": must be <= optim.lr (got " +
                     config::format_float(c.optim.min_lr) + " > " + config::format_float(c.optim.lr) + ")");
 }

@@ -8,10 +8,56 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "core/error.h"
+#include "nn/spec.h"
+
 namespace hpc {
+
+// ---- the values of the choice options -------------------------------------------
+// Validated once at parse time: the rest of the program switches on enums,
+// never compares option text.
+enum class Command { Train, Eval, Doctor, Sample };
+enum class DataCheck { Quick, Full };         // how much of the inputs to scan for non-finite values
+enum class SyncBn { Auto, On, Off };          // auto: on when the world size is > 1
+enum class OptimizerKind { Sgd, Adam, AdamW };
+enum class ScheduleKind { Constant, Step, Cosine };
+enum class LrScaling { None, Linear };        // linear: lr × global_batch / base_batch
+enum class DeviceChoice { Auto, Cpu, Cuda };  // auto: cuda when every rank sees a GPU
+enum class Precision { Fp32, Bf16, Fp16 };
+enum class LossKind { Auto, CrossEntropy, Mse };  // auto: ce for class ids, mse for float targets
+enum class CommBackend { Auto, Mpi, Nccl };       // auto: nccl on GPUs, mpi otherwise
+enum class ProgressStyle { Auto, Bar, Plain, None };
+
+// The spelling of every value of E on the command line, in INI files, in
+// --help and in messages, in --help order (config/enum_names.cpp).
+template <class E>
+struct EnumName {
+  E value;
+  const char* name;
+};
+template <class E>
+std::span<const EnumName<E>> enum_names();
+
+// "adamw" for OptimizerKind::AdamW.
+template <class E>
+const char* name_of(E value) {
+  for (const EnumName<E>& n : enum_names<E>())
+    if (n.value == value) return n.name;
+  return "?";
+}
+
+// OptimizerKind::AdamW for "adamw"; UserError for a name E does not have.
+template <class E>
+E enum_named(std::string_view name) {
+  for (const EnumName<E>& n : enum_names<E>())
+    if (name == n.name) return n.value;
+  throw UserError("unknown value '" + std::string(name) + "'");
+}
 
 struct DataConfig {
   std::string path;             // HDF5 file with /train and optionally /val
@@ -19,37 +65,31 @@ struct DataConfig {
   int workers = 2;              // loader threads
   int prefetch = 4;             // batches in flight
   bool drop_last = true;        // drop the last partial global batch of an epoch
-  std::string check = "quick";  // quick | full: how much of the inputs to scan for non-finite values
+  DataCheck check = DataCheck::Quick;
 };
 
-struct ModelConfig {
-  std::string preset = "cnn";            // simplenet | mlp | lenet5 | cnn | resnet20
-  std::string spec;                      // explicit layer spec; overrides preset
-  std::vector<int> hidden = {512, 512};  // mlp widths
-  std::string sync_bn = "auto";          // auto (on when world size > 1) | true | false
-  // GPT presets (gpt-tiny | gpt-small | gpt2-124m): 0 means "the preset's value".
-  int64_t layers = 0;      // transformer blocks
-  int64_t heads = 0;       // attention heads per block (width % heads == 0)
-  int64_t width = 0;       // embedding width
-  int64_t context = 0;     // tokens per training window
-  int64_t vocab = 0;       // vocabulary size (256 for the byte-level tokenizer)
-  bool recompute = false;  // recompute block activations in backward (gradient checkpointing)
+// The preset and its shape options are nn's own (nn::PresetOptions: preset,
+// hidden, and the gpt presets' layers/heads/width/context/vocab/recompute);
+// the rest says how the model is given and run.
+struct ModelConfig : nn::PresetOptions {
+  std::string spec;  // explicit layer spec; overrides preset
+  SyncBn sync_bn = SyncBn::Auto;
 };
 
 struct OptimConfig {
-  std::string name = "adam";  // sgd | adam | adamw
+  OptimizerKind name = OptimizerKind::Adam;
   double lr = 1e-3;
   double momentum = 0.9;                          // sgd
   bool nesterov = false;                          // sgd
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
   double weight_decay = 0.0;                      // L2 (sgd, adam) or decoupled (adamw)
   double clip_norm = 0.0;                         // clip gradients to this global L2 norm; 0 = off
-  std::string schedule = "constant";              // constant | step | cosine
+  ScheduleKind schedule = ScheduleKind::Constant;
   int64_t warmup_steps = 0;   // linear warmup over this many optimizer steps (step s gets peak·(s+1)/warmup)
   int64_t step_every = 1000;  // step schedule: multiply lr by gamma every this many steps
   double gamma = 0.1;
   double min_lr = 0.0;              // cosine floor
-  std::string lr_scaling = "none";  // none | linear: lr × global_batch / base_batch
+  LrScaling lr_scaling = LrScaling::None;
   int64_t base_batch = 256;
 };
 
@@ -59,15 +99,15 @@ struct TrainConfig {
   int64_t steps = 0;        // total optimizer steps; 0 = use epochs
   int64_t accum_steps = 1;  // micro-batches per optimizer step
   uint64_t seed = 42;
-  std::string device = "auto";     // auto | cpu | cuda
-  std::string precision = "fp32";  // fp32 | bf16 | fp16 (GPU)
-  std::string loss = "auto";       // auto | ce | mse
+  DeviceChoice device = DeviceChoice::Auto;
+  Precision precision = Precision::Fp32;  // bf16, fp16: GPU only
+  LossKind loss = LossKind::Auto;
   double label_smoothing = 0.0;
   double time_limit = 0;  // seconds; 0 = none
 };
 
 struct DistConfig {
-  std::string backend = "auto";  // auto | mpi | nccl
+  CommBackend backend = CommBackend::Auto;
   double bucket_mb = 25;
   double timeout = 300;  // seconds per collective before the job is aborted
   bool overlap = true;   // start each gradient bucket's allreduce during backward
@@ -75,7 +115,7 @@ struct DistConfig {
 
 struct LogConfig {
   int64_t every = 50;             // steps between step-table lines
-  std::string progress = "auto";  // auto (bar on a TTY) | bar | plain | none
+  ProgressStyle progress = ProgressStyle::Auto;  // auto: a bar on a TTY
 };
 
 struct CkptConfig {
@@ -95,7 +135,7 @@ struct SampleConfig {
 };
 
 struct Config {
-  std::string command = "train";  // train | eval | doctor | sample
+  Command command = Command::Train;
   std::string config_file;
   std::string run_dir = "runs/default";
   std::string resume;      // "" | auto | PATH

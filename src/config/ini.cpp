@@ -164,8 +164,8 @@ std::string to_ini(const Config& cfg) {
       groups.push_back(s.group);
 
   std::ostringstream os;
-  os << "# hpctrain configuration, fully resolved (command: " << cfg.command << ").\n"
-     << "# Repeat the run with: hpctrain " << cfg.command << " --config THIS_FILE\n";
+  os << "# hpctrain configuration, fully resolved (command: " << name_of(cfg.command) << ").\n"
+     << "# Repeat the run with: hpctrain " << name_of(cfg.command) << " --config THIS_FILE\n";
   for (const std::string& group : groups) {
     if (!group.empty()) os << "\n[" << group << "]\n";
     for (const OptionSpec& s : config::option_table())

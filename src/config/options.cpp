@@ -29,18 +29,9 @@ constexpr Range NON_NEGATIVE{0, false, INF, false};
 constexpr Range AT_LEAST_ONE{1, false, INF, false};
 constexpr Range UNIT_HALF_OPEN{0, false, 1, true};  // [0, 1): decay rates, smoothing
 
-// The presets nn knows, then the language-model names reserved for the GPT
-// presets so that configs written for them already validate.
-std::vector<std::string> preset_choices() {
-  std::vector<std::string> names = nn::preset_names();
-  for (const char* reserved : {"gpt-tiny", "gpt-small", "gpt2-124m"})
-    if (std::find(names.begin(), names.end(), reserved) == names.end()) names.emplace_back(reserved);
-  return names;
-}
-
 std::string preset_help() {
   std::string help = "network:";
-  for (const std::string& p : preset_choices()) help += " " + p + ",";
+  for (const std::string& p : nn::preset_names()) help += " " + p + ",";
   help.back() = ' ';
   return help + "(gpt-*: language models)";
 }
@@ -95,27 +86,45 @@ OptionSpec flag(std::string name, Access acc, std::string help) {
   return s;
 }
 
+// One of a fixed list of names: the presets nn knows.
 template <class Access>
-OptionSpec choice(std::string name, Access acc, std::vector<std::string> choices, std::string help,
-                  const std::string& value_name = "") {
-  std::string shown = value_name;
-  for (size_t i = 0; value_name.empty() && i < choices.size(); ++i) shown += (i ? "|" : "") + choices[i];
-  OptionSpec s = base(std::move(name), shown, std::move(help));
+OptionSpec name_choice(std::string name, Access acc, std::vector<std::string> choices, std::string help,
+                       const std::string& value_name) {
+  OptionSpec s = base(std::move(name), value_name, std::move(help));
   s.choices = choices;
   s.get = [acc](const Config& c) { return acc(c); };
   s.set = [acc, choices](Config& c, const std::string& text) { acc(c) = parse_choice(text, choices); };
   return s;
 }
 
-// auto | true | false, where true and false take every bool spelling.
+// An enum field: its values spelled as enum_names<E>() says, shown as "a|b|c".
+template <class Access>
+OptionSpec choice(std::string name, Access acc, std::string help) {
+  using E = FieldType<Access>;
+  std::vector<std::string> choices;
+  for (const EnumName<E>& n : enum_names<E>()) choices.emplace_back(n.name);
+  std::string shown;
+  for (const std::string& c : choices) shown += (shown.empty() ? "" : "|") + c;
+  OptionSpec s = base(std::move(name), shown, std::move(help));
+  s.choices = choices;
+  s.get = [acc](const Config& c) -> std::string { return name_of(acc(c)); };
+  s.set = [acc, choices](Config& c, const std::string& text) {
+    const std::string chosen = parse_choice(text, choices);
+    for (const EnumName<E>& n : enum_names<E>())
+      if (chosen == n.name) acc(c) = n.value;
+  };
+  return s;
+}
+
+// auto | true | false (SyncBn), where true and false take every bool spelling.
 template <class Access>
 OptionSpec auto_or_bool(std::string name, Access acc, std::string help) {
-  OptionSpec s = choice(std::move(name), acc, {"auto", "true", "false"}, std::move(help));
-  s.set = [acc, choices = s.choices](Config& c, const std::string& text) {
+  OptionSpec s = choice(std::move(name), acc, std::move(help));
+  s.set = [acc, inner = s.set](Config& c, const std::string& text) {
     try {
-      acc(c) = parse_bool(text) ? "true" : "false";
+      acc(c) = parse_bool(text) ? SyncBn::On : SyncBn::Off;
     } catch (const BadValue&) {
-      acc(c) = parse_choice(text, choices);
+      inner(c, text);
     }
   };
   return s;
@@ -139,7 +148,7 @@ OptionSpec text(std::string name, Access acc, PathKind kind, std::string value_n
   s.set = [acc, kind](Config& c, const std::string& value) {
     if (kind == PathKind::NON_EMPTY && trim(value).empty()) throw BadValue("must not be empty");
     // doctor reports an unreadable input as a finding (exit 1) instead of failing here.
-    if (kind == PathKind::INPUT_FILE && !value.empty() && c.command != "doctor") check_readable_file(value);
+    if (kind == PathKind::INPUT_FILE && !value.empty() && c.command != Command::Doctor) check_readable_file(value);
     if (kind == PathKind::RESUME && !value.empty() && value != "auto") check_readable_file(value);
     acc(c) = value;
   };
@@ -165,7 +174,7 @@ OptionSpec command_line_only(OptionSpec s) {
 OptionSpec doctor_only(OptionSpec s) {
   s.in_file = false;
   s.set = [inner = s.set](Config& c, const std::string& text) {
-    if (c.command != "doctor") throw BadValue("only for 'hpctrain doctor'");
+    if (c.command != Command::Doctor) throw BadValue("only for 'hpctrain doctor'");
     inner(c, text);
   };
   return s;
@@ -175,7 +184,7 @@ OptionSpec doctor_only(OptionSpec s) {
 OptionSpec sample_only(OptionSpec s) {
   s.in_file = false;
   s.set = [inner = s.set](Config& c, const std::string& text) {
-    if (c.command != "sample") throw BadValue("only for 'hpctrain sample'");
+    if (c.command != Command::Sample) throw BadValue("only for 'hpctrain sample'");
     inner(c, text);
   };
   return s;
@@ -215,10 +224,9 @@ std::vector<OptionSpec> build_table() {
       number("data.workers", FIELD(data.workers), AT_LEAST_ONE, "loader threads per rank"),
       number("data.prefetch", FIELD(data.prefetch), AT_LEAST_ONE, "batches in flight per rank"),
       flag("data.drop_last", FIELD(data.drop_last), "drop the last partial global batch of an epoch"),
-      choice("data.check", FIELD(data.check), {"quick", "full"},
-             "how much of the inputs to scan for non-finite values"),
+      choice("data.check", FIELD(data.check), "how much of the inputs to scan for non-finite values"),
 
-      choice("model.preset", FIELD(model.preset), preset_choices(), preset_help(), "NAME"),
+      name_choice("model.preset", FIELD(model.preset), nn::preset_names(), preset_help(), "NAME"),
       text("model.spec", FIELD(model.spec), P::ANY_TEXT, "SPEC",
            "explicit layer spec, e.g. \"conv(32,3,pad=1) relu flatten linear(10)\"; overrides the preset"),
       int_list("model.hidden", FIELD(model.hidden), "mlp hidden layer widths"),
@@ -233,7 +241,7 @@ std::vector<OptionSpec> build_table() {
       flag("model.recompute", FIELD(model.recompute),
            "gpt: recompute block activations in backward to save memory"),
 
-      choice("optim.name", FIELD(optim.name), {"sgd", "adam", "adamw"}, "optimizer"),
+      choice("optim.name", FIELD(optim.name), "optimizer"),
       number("optim.lr", FIELD(optim.lr), POSITIVE, "peak learning rate (after warmup, before lr_scaling)"),
       number("optim.momentum", FIELD(optim.momentum), NON_NEGATIVE, "sgd momentum"),
       flag("optim.nesterov", FIELD(optim.nesterov), "sgd: Nesterov momentum"),
@@ -244,16 +252,14 @@ std::vector<OptionSpec> build_table() {
              "L2 penalty (sgd, adam) or decoupled decay (adamw)"),
       number("optim.clip_norm", FIELD(optim.clip_norm), NON_NEGATIVE,
              "clip gradients to this global L2 norm; 0 = off"),
-      choice("optim.schedule", FIELD(optim.schedule), {"constant", "step", "cosine"},
-             "learning-rate schedule after warmup"),
+      choice("optim.schedule", FIELD(optim.schedule), "learning-rate schedule after warmup"),
       number("optim.warmup_steps", FIELD(optim.warmup_steps), NON_NEGATIVE,
              "linear warmup from 0, in optimizer steps"),
       number("optim.step_every", FIELD(optim.step_every), AT_LEAST_ONE,
              "step schedule: multiply lr by gamma every this many optimizer steps"),
       number("optim.gamma", FIELD(optim.gamma), POSITIVE, "step schedule: lr factor"),
       number("optim.min_lr", FIELD(optim.min_lr), NON_NEGATIVE, "cosine schedule: final learning rate"),
-      choice("optim.lr_scaling", FIELD(optim.lr_scaling), {"none", "linear"},
-             "linear: lr × global batch / optim.base_batch"),
+      choice("optim.lr_scaling", FIELD(optim.lr_scaling), "linear: lr × global batch / optim.base_batch"),
       number("optim.base_batch", FIELD(optim.base_batch), AT_LEAST_ONE,
              "global batch (samples) that optim.lr was tuned for"),
 
@@ -265,19 +271,15 @@ std::vector<OptionSpec> build_table() {
              "total optimizer steps of the run; 0 = use epochs"),
       number("train.accum_steps", FIELD(train.accum_steps), AT_LEAST_ONE, "micro-batches per optimizer step"),
       number("train.seed", FIELD(train.seed), ANY, "random seed: initialisation, shuffling, dropout"),
-      choice("train.device", FIELD(train.device), {"auto", "cpu", "cuda"},
-             "auto: cuda when a GPU is visible"),
-      choice("train.precision", FIELD(train.precision), {"fp32", "bf16", "fp16"},
-             "compute precision (bf16, fp16: GPU only)"),
-      choice("train.loss", FIELD(train.loss), {"auto", "ce", "mse"},
-             "auto: ce for class ids, mse for float targets"),
+      choice("train.device", FIELD(train.device), "auto: cuda when a GPU is visible"),
+      choice("train.precision", FIELD(train.precision), "compute precision (bf16, fp16: GPU only)"),
+      choice("train.loss", FIELD(train.loss), "auto: ce for class ids, mse for float targets"),
       number("train.label_smoothing", FIELD(train.label_smoothing), UNIT_HALF_OPEN,
              "cross-entropy label smoothing, in [0, 1)"),
       number("train.time_limit", FIELD(train.time_limit), NON_NEGATIVE,
              "seconds of wall time, then checkpoint and exit 75 for requeue; 0 = none"),
 
-      choice("dist.backend", FIELD(dist.backend), {"auto", "mpi", "nccl"},
-             "gradient allreduce (auto: nccl on GPUs, mpi otherwise)"),
+      choice("dist.backend", FIELD(dist.backend), "gradient allreduce (auto: nccl on GPUs, mpi otherwise)"),
       number("dist.bucket_mb", FIELD(dist.bucket_mb), POSITIVE, "gradient bucket size in MiB"),
       number("dist.timeout", FIELD(dist.timeout), POSITIVE,
              "seconds a collective may take before the job is aborted"),
@@ -285,8 +287,7 @@ std::vector<OptionSpec> build_table() {
            "start each gradient bucket's allreduce during backward (false: all after backward)"),
 
       number("log.every", FIELD(log.every), AT_LEAST_ONE, "steps between step-table lines"),
-      choice("log.progress", FIELD(log.progress), {"auto", "bar", "plain", "none"},
-             "auto: a bar on a TTY, plain lines otherwise"),
+      choice("log.progress", FIELD(log.progress), "auto: a bar on a TTY, plain lines otherwise"),
 
       number("ckpt.every_steps", FIELD(ckpt.every_steps), NON_NEGATIVE,
              "checkpoint every this many optimizer steps; 0 = off"),

@@ -32,6 +32,9 @@ class Dataset {
   virtual ~Dataset() = default;
   virtual const SplitInfo& info() const = 0;
   virtual const std::string& path() const = 0;
+  // One line for the start-up report: "60000 train samples of 1x28x28 (uint8), 10 classes",
+  // "1000000 train tokens (uint16) = 15624 windows of 64 + 1, vocabulary 256".
+  virtual std::string describe() const = 0;
   // True when every dataset behind the split is memory-mapped.
   virtual bool mapped() const = 0;
   // The datasets that are not mapped, with the reason ("/train/x (chunked, filters: deflate)").

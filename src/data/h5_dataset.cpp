@@ -263,6 +263,13 @@ H5Dataset::H5Dataset(const std::string& path, const std::string& split, const Op
 }
 
 H5Dataset::~H5Dataset() = default;
+
+std::string H5Dataset::describe() const {
+  std::string s = std::to_string(info_.size) + " " + split_ + " samples of " + info_.sample_shape.str() + " (" +
+                  dtype_name(info_.x_dtype) + ")";
+  if (info_.classification) s += ", " + std::to_string(info_.num_classes) + " classes";
+  return s;
+}
 H5Dataset::H5Dataset(H5Dataset&&) noexcept = default;
 H5Dataset& H5Dataset::operator=(H5Dataset&&) noexcept = default;
 

@@ -61,6 +61,7 @@ class H5Dataset : public Dataset {
   const SplitInfo& info() const override { return info_; }
   const std::string& path() const override { return path_; }
   const std::string& split() const { return split_; }
+  std::string describe() const override;
   // True when x and y are both memory-mapped.
   bool mapped() const override;
   // The datasets that are not mapped, with the reason, e.g.

@@ -177,6 +177,14 @@ TokenDataset::TokenDataset(const std::string& path, const std::string& split, in
 
 TokenDataset::~TokenDataset() = default;
 
+std::string TokenDataset::describe() const {
+  std::string s = std::to_string(tokens_) + " " + split_ + " tokens (" + dtype_name(info_.x_dtype) + ") = " +
+                  std::to_string(info_.size) + " windows of " + std::to_string(context_) + " + 1, vocabulary " +
+                  std::to_string(info_.num_classes);
+  if (!tokenizer_.empty()) s += " (" + tokenizer_ + " tokenizer)";
+  return s;
+}
+
 bool TokenDataset::is_token_file(const std::string& path) {
   auto lock = h5_lock();
   H5QuietErrors quiet;

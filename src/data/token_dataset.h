@@ -57,6 +57,7 @@ class TokenDataset : public Dataset {
   const SplitInfo& info() const override { return info_; }
   const std::string& path() const override { return path_; }
   const std::string& split() const { return split_; }
+  std::string describe() const override;
   bool mapped() const override;
   std::vector<std::string> unmapped() const override;
   // x: F32 or F64 [n, T] token ids; y: I32 [n, T] next-token ids.

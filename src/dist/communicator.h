@@ -10,6 +10,7 @@
 // dist.timeout: a dead or stuck peer never becomes a hang.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +69,12 @@ class Communicator {
   virtual void allgather(const Tensor& send, const Tensor& recv) = 0;
   virtual void barrier() = 0;
 };
+
+// SyncBatchNorm's reduction (nn::RunCtx::sum_over_replicas) through `comm`:
+// a sum in place, ordered before the device work that reads it.
+inline std::function<void(const Tensor&)> replica_sum(Communicator& comm) {
+  return [&comm](const Tensor& sums) { comm.allreduce_before_compute(sums, ReduceOp::Sum); };
+}
 
 // World size 1: every collective is the identity.
 class SelfComm final : public Communicator {

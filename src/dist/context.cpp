@@ -128,14 +128,14 @@ Context::~Context() {
   watchdog_.reset();
 }
 
-std::string Context::check_backend(Device device) const {
+CommBackend Context::check_backend(Device device) const {
   // Only an explicit nccl needs the GPU count: a CPU run should not start the CUDA runtime.
-  const int gpus = cfg_.backend == "nccl" ? backend::cuda_device_count() : 0;
+  const int gpus = cfg_.backend == CommBackend::Nccl ? backend::cuda_device_count() : 0;
   return resolve_backend(cfg_.backend, device, backend::cuda_built(), gpus);
 }
 
 Communicator& Context::grad_comm(Device device) {
-  if (check_backend(device) == "mpi" || info_.world == 1) return host_comm();
+  if (check_backend(device) == CommBackend::Mpi || info_.world == 1) return host_comm();
   if (!device_comm_) device_comm_ = make_nccl_comm();
   return *device_comm_;
 }

@@ -61,7 +61,7 @@ class Context {
   Communicator& host_comm() { return *host_comm_; }
   // dist.backend (auto | mpi | nccl) for gradients on `device`: "mpi" or "nccl", or a
   // UserError saying why the choice cannot work here (nccl on a CPU run, without CUDA or a GPU).
-  std::string check_backend(Device device) const;
+  CommBackend check_backend(Device device) const;
   // The communicator for gradients that live on `device`, as dist.backend chooses
   // (one process: SelfComm whatever the backend, once the choice is checked).
   Communicator& grad_comm(Device device);

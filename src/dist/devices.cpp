@@ -7,19 +7,16 @@
 
 namespace hpc::dist {
 
-std::string resolve_backend(const std::string& requested, Device training_device, bool cuda_built,
-                            int visible_gpus) {
+CommBackend resolve_backend(CommBackend requested, Device training_device, bool cuda_built, int visible_gpus) {
   const bool on_gpu = training_device == Device::CUDA;
-  if (requested == "mpi") {
+  if (requested == CommBackend::Mpi) {
     if (on_gpu)
       throw UserError(
           "--dist.backend mpi: gradients live on the GPU, which MPI cannot reduce here; use "
           "--dist.backend nccl (or auto)");
-    return "mpi";
+    return CommBackend::Mpi;
   }
-  if (requested == "auto") return on_gpu ? "nccl" : "mpi";
-  if (requested != "nccl")
-    throw UserError("--dist.backend: unknown backend '" + requested + "' (auto | mpi | nccl)");
+  if (requested == CommBackend::Auto) return on_gpu ? CommBackend::Nccl : CommBackend::Mpi;
   if (!cuda_built)
     throw UserError(
         "--dist.backend nccl: this hpctrain was built without CUDA (rebuild with nvcc present, "
@@ -32,7 +29,7 @@ std::string resolve_backend(const std::string& requested, Device training_device
     throw UserError(
         "--dist.backend nccl needs training on the GPU (--train.device cuda), but this run trains "
         "on the CPU: use --dist.backend mpi (or auto)");
-  return "nccl";
+  return CommBackend::Nccl;
 }
 
 int pick_device(int local_rank, int visible_gpus) {

@@ -16,14 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "core/tensor.h"
 
 namespace hpc::dist {
 
-// The backend a run uses ("mpi" or "nccl"), or throws UserError naming the
-// option and what is missing.
-std::string resolve_backend(const std::string& requested, Device training_device, bool cuda_built,
-                            int visible_gpus);
+// The backend a run uses (Mpi or Nccl, never Auto), or throws UserError naming
+// the option and what is missing.
+CommBackend resolve_backend(CommBackend requested, Device training_device, bool cuda_built, int visible_gpus);
 
 // Device index for a rank; throws UserError when no GPU is visible.
 int pick_device(int local_rank, int visible_gpus);

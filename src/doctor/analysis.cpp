@@ -136,17 +136,17 @@ void check_devices(const Config& cfg, const std::vector<RankFacts>& ranks, Findi
   for (const auto& [host, group] : by_host(ranks)) {
     const RankFacts& f = *group.front();
     std::string where = " on " + host + " (" + ranks_of(group) + ")";
-    if (cfg.train.device == "cuda" && f.device != "cuda") {
+    if (cfg.train.device == DeviceChoice::Cuda && f.device != "cuda") {
       out.problem(
           f.versions.cuda_built
               ? "--train.device cuda but no GPU is visible" + where +
                     ": request GPUs (--gpus-per-task=1 or --gres=gpu:N) and run the container with --nv"
               : "--train.device cuda but this hpctrain was built without CUDA: rebuild with CUDA=1 where "
                 "nvcc is found, or use --train.device cpu");
-    } else if (cfg.train.device == "auto" && f.device != "cuda" && !with_gpu.empty()) {
+    } else if (cfg.train.device == DeviceChoice::Auto && f.device != "cuda" && !with_gpu.empty()) {
       out.problem("no GPU is visible" + where +
                   " while other ranks use one: give every task a GPU (--gpus-per-task=1) on every node");
-    } else if (f.device != "cuda" && f.nvidia_gpus > 0 && cfg.train.device != "cpu") {
+    } else if (f.device != "cuda" && f.nvidia_gpus > 0 && cfg.train.device != DeviceChoice::Cpu) {
       out.warning(
           host + " has " + std::to_string(f.nvidia_gpus) + " NVIDIA GPU(s) that this process cannot use" +
           (f.versions.cuda_built ? " (CUDA_VISIBLE_DEVICES=" + f.cuda_visible_devices +

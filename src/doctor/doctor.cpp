@@ -55,7 +55,7 @@ void choose_device(const Config& cfg, int local_rank, RankFacts& f) {
   const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
   f.cuda_visible_devices = cvd ? cvd : "(unset)";
   f.device = "cpu";
-  if (cfg.train.device == "cpu") {
+  if (cfg.train.device == DeviceChoice::Cpu) {
     f.device_note = "--train.device cpu";
   } else if (!backend::cuda_built()) {
     f.device_note = "hpctrain built without CUDA";
@@ -109,7 +109,7 @@ dist::RankInfo this_process_only() {
 
 int print_report(Report& r, const Config& cfg) {
   r.data_path = cfg.data.path;
-  r.train_device = cfg.train.device;
+  r.train_device = name_of(cfg.train.device);
   r.findings = analyse(cfg, r.launch, r.ranks, r.preflight);
   const std::string text = cfg.json ? render_json(r) : render_text(r);
   std::fwrite(text.data(), 1, text.size(), stdout);

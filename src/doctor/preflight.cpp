@@ -169,7 +169,7 @@ std::string gpu_sweep(dist::Context& ctx, const Config& cfg, int gpu, Preflight&
   const int with_gpu = static_cast<int>(mine);
   if (with_gpu == 0) return "";
   if (with_gpu < pf.ranks) return "not every rank has a GPU";
-  if (cfg.dist.backend == "mpi") return "--dist.backend mpi";
+  if (cfg.dist.backend == CommBackend::Mpi) return "--dist.backend mpi";
   try {
     backend::cuda_set_device(gpu);
     std::unique_ptr<dist::Communicator> nccl = ctx.make_nccl_comm();

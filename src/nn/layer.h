@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,10 +19,6 @@
 #include <vector>
 
 #include "core/tensor.h"
-
-namespace hpc::dist {
-class Communicator;
-}
 
 namespace hpc::nn {
 
@@ -74,8 +71,11 @@ struct RunCtx {
   uint64_t seed = 0;   // run seed: dropout masks are a pure function of (seed, step, layer)
   uint64_t step = 0;   // micro-step counter
   uint64_t layer = 0;  // index of the layer being run (Model sets it; containers derive children's)
-  dist::Communicator* comm = nullptr;  // non-null: SyncBatchNorm reduces statistics through it
-  int rank = 0;                        // this process's rank: dropout draws different masks on each rank
+  // Set: SyncBatchNorm replaces its per-channel sums (a float64 tensor on the
+  // activations' device) by their sum over every replica, in place. The
+  // trainer binds it to its gradient communicator; unset: each rank alone.
+  std::function<void(const Tensor& sums)> sum_over_replicas;
+  int rank = 0;  // this process's rank: dropout draws different masks on each rank
 };
 
 // The parsed arguments of one layer in a model spec, e.g. conv(32,3,pad=1):
@@ -97,6 +97,13 @@ class Layer {
   // Fixes the input shape (no batch dim) and dtype; returns the output shape.
   // Throws UserError naming the layer when the input does not fit.
   virtual Shape build(const Shape& in, DType dtype) = 0;
+  // The dtype this layer wants its input in when it is the model's first
+  // layer and computes in `dtype` on `device`: `dtype`, unless the input is
+  // something a compute dtype cannot carry exactly (token ids).
+  virtual DType input_dtype(DType dtype, Device device) const {
+    (void)device;
+    return dtype;
+  }
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
   virtual void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
     (void)params;

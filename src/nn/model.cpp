@@ -75,11 +75,15 @@ const ParamInfo& tied_owner(const std::vector<ParamInfo>& info, const ParamSpec&
 }  // namespace
 
 Model::Model(const std::string& spec, const Shape& input_shape, DType dtype, uint64_t seed, Device device)
-    : input_shape_(input_shape), dtype_(dtype), device_(device) {
+    : Model(parse_spec(spec), input_shape, dtype, seed, device) {}
+
+Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DType dtype, uint64_t seed,
+             Device device)
+    : input_shape_(input_shape), dtype_(dtype), input_dtype_(dtype), device_(device) {
   Shape shape = input_shape;
   std::vector<std::vector<ParamSpec>> specs;
   int64_t total = 0;
-  for (const LayerArgs& args : parse_spec(spec)) {
+  for (const LayerArgs& args : layers) {
     layers_.push_back(make_layer(args));
     shape = layers_.back()->build(shape, dtype);
     out_shapes_.push_back(shape);
@@ -89,6 +93,7 @@ Model::Model(const std::string& spec, const Shape& input_shape, DType dtype, uin
       if (p.tied_to.empty()) total += p.shape.count();  // a tied parameter is stored once, by its owner
   }
   output_shape_ = shape;
+  if (!layers_.empty()) input_dtype_ = layers_.front()->input_dtype(dtype, device);
   for (size_t i = 0; i < layers_.size(); ++i) spec_ += (i ? " " : "") + layers_[i]->spec();
 
   params_ = Tensor(Shape{total}, dtype, device);
@@ -150,11 +155,8 @@ void Model::ensure_activations(int64_t batch) {
 
 const Tensor& Model::forward(const Tensor& x, const RunCtx& ctx) {
   check_shape(x, input_shape_.with_batch(x.shape()[0]), "model input");
-  // Token ids may also come as float32 to a GPU model that starts with embed (its op takes float32
-  // ids whatever the weights' dtype; a 16-bit x would round them: train/batch_upload.h).
-  const bool ids_f32 =
-      x.dtype() == DType::F32 && device_ == Device::CUDA && layer_kind(layers_[0]->spec()) == "embed";
-  HPC_ASSERT((x.dtype() == dtype_ || ids_f32) && x.device() == device_, "model input dtype or device");
+  HPC_ASSERT((x.dtype() == input_dtype_ || x.dtype() == dtype_) && x.device() == device_,
+             "model input dtype or device");
   ensure_activations(x.shape()[0]);
   acts_[0] = x;
   RunCtx layer_ctx = ctx;

@@ -38,11 +38,17 @@ class Model {
   // tensors they are given.
   Model(const std::string& spec, const Shape& input_shape, DType dtype, uint64_t seed,
         Device device = Device::CPU);
+  // The same from a spec already parsed (nn::parse_spec).
+  Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DType dtype, uint64_t seed,
+        Device device = Device::CPU);
 
   const std::string& spec() const { return spec_; }  // canonical text (each layer's spec())
   const Shape& input_shape() const { return input_shape_; }
   const Shape& output_shape() const { return output_shape_; }
   DType dtype() const { return dtype_; }
+  // The dtype forward() wants its input in: the first layer's say
+  // (Layer::input_dtype; token ids stay float32 on a GPU), else dtype().
+  DType input_dtype() const { return input_dtype_; }
   Device device() const { return device_; }
   int num_layers() const { return static_cast<int>(layers_.size()); }
   Layer& layer(int i) { return *layers_[static_cast<size_t>(i)]; }
@@ -78,7 +84,7 @@ class Model {
 
   std::string spec_;
   Shape input_shape_, output_shape_;
-  DType dtype_;
+  DType dtype_, input_dtype_;
   Device device_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Shape> out_shapes_;      // per layer, no batch dim

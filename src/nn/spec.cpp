@@ -146,7 +146,7 @@ bool gpt_preset(const std::string& name, GptShape* shape) {
   return true;
 }
 
-std::string gpt_spec(const ModelConfig& m, int64_t num_classes) {
+std::string gpt_spec(const PresetOptions& m, int64_t num_classes) {
   GptShape g{};
   gpt_preset(m.preset, &g);
   for (auto [value, field] :
@@ -170,7 +170,19 @@ std::string gpt_spec(const ModelConfig& m, int64_t num_classes) {
 
 }  // namespace
 
-std::string preset_spec(const ModelConfig& model, int64_t num_classes) {
+bool is_language_preset(const std::string& preset) {
+  GptShape unused{};
+  return gpt_preset(preset, &unused);
+}
+
+int64_t spec_context(const std::vector<LayerArgs>& layers) {
+  for (const LayerArgs& a : layers)
+    if (a.name == "embed" && a.positional.size() >= 3 && a.positional[2] >= 1)
+      return static_cast<int64_t>(a.positional[2]);
+  return 0;
+}
+
+std::string preset_spec(const PresetOptions& model, int64_t num_classes) {
   GptShape unused{};
   if (gpt_preset(model.preset, &unused)) return gpt_spec(model, num_classes);
   for (auto [value, name] :
@@ -187,7 +199,7 @@ std::string preset_spec(const ModelConfig& model, int64_t num_classes) {
 std::string preset_spec(const std::string& preset, const std::vector<int>& hidden, int64_t num_classes) {
   GptShape unused{};
   if (gpt_preset(preset, &unused)) {
-    ModelConfig m;
+    PresetOptions m;
     m.preset = preset;
     return gpt_spec(m, num_classes);
   }

@@ -35,14 +35,17 @@ std::string num(double x) {
 
 backend::OptimHyper hyper_from(const OptimConfig& cfg) {
   backend::OptimHyper h;
-  if (cfg.name == "sgd")
-    h.rule = backend::OptimRule::SGD;
-  else if (cfg.name == "adam")
-    h.rule = backend::OptimRule::ADAM;
-  else if (cfg.name == "adamw")
-    h.rule = backend::OptimRule::ADAMW;
-  else
-    throw UserError("optim.name: unknown optimizer '" + cfg.name + "' (expected sgd | adam | adamw)");
+  switch (cfg.name) {
+    case OptimizerKind::Sgd:
+      h.rule = backend::OptimRule::SGD;
+      break;
+    case OptimizerKind::Adam:
+      h.rule = backend::OptimRule::ADAM;
+      break;
+    case OptimizerKind::AdamW:
+      h.rule = backend::OptimRule::ADAMW;
+      break;
+  }
 
   require(std::isfinite(cfg.weight_decay) && cfg.weight_decay >= 0,
           "optim.weight_decay must be ≥ 0, got " + num(cfg.weight_decay));

@@ -30,24 +30,16 @@ LrSchedule::LrSchedule(const OptimConfig& cfg, double peak_lr, int64_t total_ste
       min_lr_(cfg.min_lr),
       gamma_(cfg.gamma),
       warmup_(cfg.warmup_steps),
-      step_every_(cfg.step_every) {
-  if (cfg.schedule == "constant")
-    kind_ = Kind::Constant;
-  else if (cfg.schedule == "step")
-    kind_ = Kind::Step;
-  else if (cfg.schedule == "cosine")
-    kind_ = Kind::Cosine;
-  else
-    throw UserError("optim.schedule: unknown schedule '" + cfg.schedule +
-                    "' (expected constant | step | cosine)");
+      step_every_(cfg.step_every),
+      kind_(cfg.schedule) {
   require(std::isfinite(peak_lr) && peak_lr >= 0, "optim.lr must be ≥ 0, got " + num(peak_lr));
   require(warmup_ >= 0, "optim.warmup_steps must be ≥ 0, got " + std::to_string(warmup_));
   HPC_ASSERT(total_steps >= 0, "schedule: total steps " + std::to_string(total_steps));
-  if (kind_ == Kind::Step) {
+  if (kind_ == ScheduleKind::Step) {
     require(step_every_ > 0, "optim.step_every must be > 0, got " + std::to_string(step_every_));
     require(std::isfinite(gamma_) && gamma_ > 0, "optim.gamma must be > 0, got " + num(gamma_));
   }
-  if (kind_ == Kind::Cosine)
+  if (kind_ == ScheduleKind::Cosine)
     require(std::isfinite(min_lr_) && min_lr_ >= 0 && min_lr_ <= peak_lr,
             "optim.min_lr must be in [0, lr = " + num(peak_lr) + "], got " + num(min_lr_));
   // A run no longer than its warmup never reaches the cosine part; 1 avoids dividing by zero.
@@ -59,12 +51,12 @@ double LrSchedule::lr_at(int64_t step) const {
   if (step < warmup_) return peak_ * static_cast<double>(step + 1) / static_cast<double>(warmup_);
   const int64_t t = step - warmup_;
   switch (kind_) {
-    case Kind::Constant:
+    case ScheduleKind::Constant:
       return peak_;
-    case Kind::Step:
+    case ScheduleKind::Step:
       // NOLINTNEXTLINE(bugprone-integer-division): floor(t / step_every) on purpose (PyTorch StepLR)
       return peak_ * std::pow(gamma_, static_cast<double>(t / step_every_));
-    case Kind::Cosine: {
+    case ScheduleKind::Cosine: {
       const double progress = std::min(1.0, static_cast<double>(t) / static_cast<double>(decay_steps_));
       return min_lr_ + (peak_ - min_lr_) * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
     }
@@ -76,16 +68,14 @@ double scaled_lr(const OptimConfig& cfg, int64_t global_batch, std::string* expl
   require(std::isfinite(cfg.lr) && cfg.lr >= 0, "optim.lr must be ≥ 0, got " + num(cfg.lr));
   double lr = cfg.lr;
   std::string text;
-  if (cfg.lr_scaling == "none") {
+  if (cfg.lr_scaling == LrScaling::None) {
     text = "lr " + num(lr) + " (optim.lr_scaling = none)";
-  } else if (cfg.lr_scaling == "linear") {
+  } else {
     require(cfg.base_batch > 0, "optim.base_batch must be > 0, got " + std::to_string(cfg.base_batch));
     HPC_ASSERT(global_batch > 0, "scaled_lr: global batch " + std::to_string(global_batch));
     lr = cfg.lr * static_cast<double>(global_batch) / static_cast<double>(cfg.base_batch);
     text = "linear scaling: lr " + num(cfg.lr) + " × " + std::to_string(global_batch) + "/" +
            std::to_string(cfg.base_batch) + " = " + num(lr);
-  } else {
-    throw UserError("optim.lr_scaling: unknown value '" + cfg.lr_scaling + "' (expected none | linear)");
   }
   if (explanation) *explanation = text;
   return lr;

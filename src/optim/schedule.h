@@ -31,10 +31,10 @@ class LrSchedule {
   double lr_at(int64_t step) const;
 
  private:
-  enum class Kind { Constant, Step, Cosine };
-  Kind kind_;
   double peak_, min_lr_, gamma_;
-  int64_t warmup_, step_every_, decay_steps_;
+  int64_t warmup_, step_every_;
+  ScheduleKind kind_;
+  int64_t decay_steps_ = 1;
 };
 
 // The learning rate for a global batch: lr_scaling = linear gives

@@ -5,11 +5,10 @@
 
 namespace hpc::train {
 
-Device resolve_device(const std::string& want, const DeviceView& view) {
-  if (want == "cpu") return Device::CPU;
-  if (want == "auto")
+Device resolve_device(DeviceChoice want, const DeviceView& view) {
+  if (want == DeviceChoice::Cpu) return Device::CPU;
+  if (want == DeviceChoice::Auto)
     return view.cuda_built && view.visible_gpus > 0 && view.every_rank_has_gpu ? Device::CUDA : Device::CPU;
-  if (want != "cuda") throw UserError("--train.device: unknown device '" + want + "' (auto | cpu | cuda)");
   if (!view.cuda_built)
     throw UserError(
         "--train.device cuda: this hpctrain was built without CUDA (rebuild with nvcc present, CUDA=1)");

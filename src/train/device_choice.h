@@ -17,8 +17,7 @@
 //         waiting in NCCL, so the choice must be the same everywhere.
 #pragma once
 
-#include <string>
-
+#include "config/config.h"
 #include "core/tensor.h"
 
 namespace hpc::train {
@@ -31,9 +30,9 @@ struct DeviceView {
 };
 
 // The device, or UserError naming the option and what is missing.
-Device resolve_device(const std::string& want, const DeviceView& view);
+Device resolve_device(DeviceChoice want, const DeviceView& view);
 
 // Whether resolve_device needs the GPU count and the ranks' agreement (not for cpu).
-inline bool device_needs_probe(const std::string& want) { return want != "cpu"; }
+inline bool device_needs_probe(DeviceChoice want) { return want != DeviceChoice::Cpu; }
 
 }  // namespace hpc::train

@@ -41,28 +41,27 @@ void DynamicLossScale::restore(const State& s) {
   consecutive_skips_ = s.consecutive_skips;
 }
 
-MixedPrecision::MixedPrecision(const std::string& precision, Device device) : name_(precision) {
-  if (precision == "fp32") return;
-  if (precision != "bf16" && precision != "fp16")
-    throw UserError("--train.precision: unknown precision '" + precision + "' (expected fp32 | bf16 | fp16)");
+DType MixedPrecision::model_dtype(Precision precision, Device device) {
+  if (precision == Precision::Fp32) return DType::F32;
   if (device != Device::CUDA)
-    throw UserError("--train.precision " + precision +
+    throw UserError(std::string("--train.precision ") + name_of(precision) +
                     " needs a GPU (--train.device cuda); the CPU trains in fp32");
-  model_dtype_ = precision == "bf16" ? DType::BF16 : DType::F16;
-  scaling_ = precision == "fp16";
+  return precision == Precision::Bf16 ? DType::BF16 : DType::F16;
 }
 
-void MixedPrecision::attach(const Tensor& model_params, const Tensor& model_grads) {
+MixedPrecision::MixedPrecision(Precision precision, Device device, const Tensor& model_params,
+                               const Tensor& model_grads)
+    : precision_(precision),
+      model_dtype_(model_dtype(precision, device)),
+      scaling_(precision == Precision::Fp16),
+      params_(model_params),
+      grads_(model_grads) {
   HPC_ASSERT(model_params.dtype() == model_dtype_ && model_grads.dtype() == model_dtype_,
-             "mixed precision: the model is not in " + name_);
-  params_ = model_params;
-  grads_ = model_grads;
+             std::string("mixed precision: the model is not in ") + name());
   if (!sixteen_bit()) return;
   const Shape flat{model_params.count()};
-  if (!master_.defined() || master_.count() != model_params.count()) {
-    master_ = Tensor(flat, DType::F32, model_params.device());
-    grads32_ = Tensor(flat, DType::F32, model_params.device());
-  }
+  master_ = Tensor(flat, DType::F32, model_params.device());
+  grads32_ = Tensor(flat, DType::F32, model_params.device());
   backend::convert(model_params, master_);
 }
 

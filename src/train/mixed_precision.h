@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <string>
 
+#include "config/config.h"
 #include "core/tensor.h"
 #include "kernels/amp_math.h"
 
@@ -57,18 +58,18 @@ class DynamicLossScale {
 
 class MixedPrecision {
  public:
-  // UserError for an unknown precision or a 16-bit one on the CPU.
-  MixedPrecision(const std::string& precision, Device device);
+  // The dtype a model trained in `precision` is built in (float32, bfloat16
+  // or float16). UserError for a 16-bit precision on the CPU.
+  static DType model_dtype(Precision precision, Device device);
 
-  const std::string& name() const { return name_; }
-  // The dtype the model is built in (float32, bfloat16 or float16).
+  // Takes the flat buffers of the model built in model_dtype(precision,
+  // device), with the parameters every rank starts from (after the start-up
+  // broadcast): a 16-bit run copies them into its fp32 master weights here.
+  MixedPrecision(Precision precision, Device device, const Tensor& model_params, const Tensor& model_grads);
+
+  const char* name() const { return name_of(precision_); }
   DType model_dtype() const { return model_dtype_; }
   bool sixteen_bit() const { return model_dtype_ != DType::F32; }
-
-  // Takes the model's flat buffers; a 16-bit run copies the parameters into
-  // fp32 master weights here. Call again after the model's parameters were
-  // replaced (broadcast from rank 0, a checkpoint restore).
-  void attach(const Tensor& model_params, const Tensor& model_grads);
   // What the optimizer steps and clipping measures: the master weights and
   // fp32 gradients (16-bit), or the model's own buffers (fp32).
   const Tensor& optimizer_params() const { return sixteen_bit() ? master_ : params_; }
@@ -91,8 +92,8 @@ class MixedPrecision {
   int64_t consecutive_skips() const { return scale_.consecutive_skips(); }
 
  private:
-  std::string name_;
-  DType model_dtype_ = DType::F32;
+  Precision precision_;
+  DType model_dtype_;
   bool scaling_ = false;  // fp16: dynamic loss scaling
   DynamicLossScale scale_;
   Tensor params_, grads_;    // the model's flat buffers

@@ -28,18 +28,18 @@ namespace {
 // A bar only where a person watches one process's terminal: Open MPI gives
 // every rank a pseudo-terminal even when mpirun's own output is a file, so
 // a multi-rank run is treated as a log.
-bool wants_bar(const std::string& mode, int world) {
-  if (mode == "bar") return true;
-  if (mode != "auto" || world > 1 || !isatty(STDOUT_FILENO)) return false;
+bool wants_bar(ProgressStyle mode, int world) {
+  if (mode == ProgressStyle::Bar) return true;
+  if (mode != ProgressStyle::Auto || world > 1 || !isatty(STDOUT_FILENO)) return false;
   const char* term = std::getenv("TERM");
   return !(term && std::string(term) == "dumb");
 }
 }  // namespace
 
-Progress::Progress(const std::string& mode, int64_t total_steps, int64_t first_step, bool is_root, int world)
+Progress::Progress(ProgressStyle mode, int64_t total_steps, int64_t first_step, bool is_root, int world)
     : root_(is_root),
       bar_(is_root && wants_bar(mode, world)),
-      quiet_(mode == "none"),
+      quiet_(mode == ProgressStyle::None),
       total_(total_steps),
       first_(first_step),
       start_(std::chrono::steady_clock::now()) {}

@@ -8,13 +8,15 @@
 #include <cstdint>
 #include <string>
 
+#include "config/config.h"
+
 namespace hpc::train {
 
 class Progress {
  public:
   // mode: auto (a bar when one process writes to a terminal) | bar | plain | none.
   // Only the root prints.
-  Progress(const std::string& mode, int64_t total_steps, int64_t first_step, bool is_root, int world);
+  Progress(ProgressStyle mode, int64_t total_steps, int64_t first_step, bool is_root, int world);
 
   // rate: the unit of the throughput column ("samples/s"; a language model: "tokens/s").
   void table_header(const char* rate = "samples/s");

@@ -1,5 +1,10 @@
 // Trainer: one training run from a resolved Config, top to bottom.
 //
+// Set-up (setup.cpp) is a list of named steps, in the order their inputs
+// need: choose the device, open the data (which decides the Task), build the
+// model, make the replicas equal, build the optimizer and the gradient
+// reducer, start the loaders, open the run directory.
+//
 // Per optimizer step: for each of accum_steps micro-batches, gather the
 // rank's samples, forward, loss, backward (the last micro-step hands
 // gradient buckets to the GradReducer as backward completes them); wait for
@@ -7,24 +12,24 @@
 // step. Rank 0 prints the step table and writes metrics.jsonl; an evaluation
 // closes every epoch when a validation split exists.
 //
-// Checkpoints and early stops: after every step, one tiny allreduce makes all
-// ranks agree on whether to stop (a signal on any rank, the deadline) and on
-// time-based checkpoints; then rank 0 writes RUN_DIR/ckpt-STEP.h5 (every
-// ckpt.every_steps / ckpt.every_minutes, on a stop, at the end). A stop
-// returns from run() early, and exit_code() says 75: requeue me.
+// Checkpoints and early stops (trainer_checkpoint.cpp): after every step,
+// one tiny allreduce makes all ranks agree on whether to stop (a signal on
+// any rank, the deadline) and on time-based checkpoints; then rank 0 writes
+// RUN_DIR/ckpt-STEP.h5 (every ckpt.every_steps / ckpt.every_minutes, on a
+// stop, at the end). A stop returns from run() early, and exit_code() says
+// 75: requeue me.
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "ckpt/model_state.h"
 #include "config/config.h"
-#include "data/h5_dataset.h"
 #include "data/loader.h"
 #include "data/sampler.h"
-#include "data/token_dataset.h"
 #include "dist/context.h"
 #include "dist/grad_reducer.h"
 #include "nn/loss.h"
@@ -36,18 +41,13 @@
 #include "train/mixed_precision.h"
 #include "train/progress.h"
 #include "train/signals.h"
+#include "train/task.h"
 
 namespace hpc::train {
 
-struct EvalResult {
-  double loss = 0, acc = 0, top5 = -1;  // top5 < 0: not applicable (fewer than 10 classes)
-  int64_t count = 0;
-  bool per_token = false;  // a language model: loss, acc and count are per token (perplexity = e^loss)
-};
-
 class Trainer {
  public:
-  // Opens the data, builds the model and the optimizer. Throws UserError on bad input.
+  // The set-up steps (setup.cpp). Throws UserError on bad input.
   Trainer(const Config& cfg, dist::Context& ctx);
   ~Trainer();
 
@@ -69,15 +69,24 @@ class Trainer {
   // a stop, at the end) could not be (rank 0 printed why); EXIT_IO (74) when
   // any checkpoint write found the disk full: every rank stops after that step.
   int exit_code() const { return exit_code_; }
-
-  nn::Model& model() { return *model_; }
+  const Task& task() const { return data_.task; }
 
  private:
+  // ---- set-up steps (setup.cpp), in the constructor's order ----
+  void choose_device();    // device_, grad_comm_, BLAS threads
+  void open_data();        // data_ (the task and its splits), sampler_, step counts
+  void build_model();      // model_, checked against the data; loss_
+  void sync_replicas();    // rank 0's parameters and buffers everywhere, the same model on every rank
+  void build_optimizer();  // precision_ (master weights), optimizer_, schedule_
+  void build_reducer();    // reducer_: gradient buckets cut at parameter boundaries
+  void start_loaders();    // upload_, loaders, dlogits_
+  void open_run_dir();     // config.ini, metrics.jsonl, progress, the deadline's first estimate
+
   struct StepTimes {
     double data = 0, compute = 0, comm = 0;
   };
-  // One optimizer step over global batch `batch` of `epoch`. Adds to the running loss sums.
-  void train_step(int64_t epoch, int64_t batch, StepTimes& t);
+  // One optimizer step over global batch `batch` of the current epoch. Adds to the running loss sums.
+  void train_step(int64_t batch, StepTimes& t);
   // (Re)starts the training loader at step_ (first step, or after a resume moved step_).
   void start_train_loader();
   void log_step(int64_t epoch, const StepTimes& t, double window_s);
@@ -100,10 +109,8 @@ class Trainer {
   dist::Communicator* grad_comm_ = nullptr;    // device buffers: gradients, parameters, SyncBN (NCCL on GPUs)
   Device device_ = Device::CPU;                // train.device, resolved
   std::unique_ptr<MixedPrecision> precision_;  // train.precision: master weights, loss scale
-  std::unique_ptr<BatchUpload> upload_;        // batches onto the device, in the model's dtype
-  // H5Dataset (x/y), or TokenDataset (/SPLIT/tokens: a language model's windows).
-  std::unique_ptr<data::Dataset> train_, val_;
-  int64_t context_ = 0;  // a language model's tokens per window (model.context resolved); 0: not one
+  std::unique_ptr<BatchUpload> upload_;        // batches onto the device, in the model's input dtype
+  RunData data_;                               // the task, the training and the validation split
   std::unique_ptr<data::DistributedSampler> sampler_;
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<nn::Loss> loss_;
@@ -120,7 +127,8 @@ class Trainer {
   int64_t total_steps_ = 0;
   int64_t step_ = 0;  // optimizer steps done
   double peak_lr_ = 0;
-  bool sync_bn_ = false;
+  // SyncBatchNorm: sums batch statistics over the replicas (unset: every rank normalises by its own batch).
+  std::function<void(const Tensor&)> sum_over_replicas_;
   int blas_threads_ = 1;
 
   Tensor dlogits_;

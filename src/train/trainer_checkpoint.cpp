@@ -75,12 +75,12 @@ void Trainer::load_resume_checkpoint() {
     std::printf("resume: no checkpoint in %s: starting at step 0\n", cfg_.run_dir.c_str());
     return;
   }
-  ckpt::RunLayout run = ckpt::layout_of(*model_, *optimizer_, cfg_.optim.name);
+  ckpt::RunLayout run = ckpt::layout_of(*model_, *optimizer_, name_of(cfg_.optim.name));
   run.world_size = ctx_.world();
   run.batch_size = micro_batch_;
   run.accum_steps = cfg_.train.accum_steps;
   run.global_batch = global_batch_;
-  run.train_samples = train_->info().size;
+  run.train_samples = data_.train->info().size;
   run.steps_per_epoch = steps_per_epoch_;
   run.seed = cfg_.train.seed;
   run.allow_reshard = cfg_.ckpt.allow_reshard;
@@ -168,7 +168,7 @@ void Trainer::apply_resume_checkpoint() {
 bool Trainer::checkpoint_or_stop() {
   const Clock::time_point now = Clock::now();
   const bool ended_epoch = step_ % steps_per_epoch_ == 0 || step_ == total_steps_;
-  deadline_.add_interval(seconds_between(last_boundary_, now), ended_epoch && val_);
+  deadline_.add_interval(seconds_between(last_boundary_, now), ended_epoch && data_.val);
   fault_at(FaultPoint::StepEnd);  // test-only: a signal after this step, a slow step
 
   // The vote, one allreduce(sum) for all (small integers: exact in double):
@@ -176,7 +176,7 @@ bool Trainer::checkpoint_or_stop() {
   // names the rank when only one did), the deadline, a ckpt.every_minutes
   // checkpoint (> 0: some rank says so).
   const int64_t next = step_ + 1;
-  const bool next_has_eval = val_ && (next % steps_per_epoch_ == 0 || next == total_steps_);
+  const bool next_has_eval = data_.val && (next % steps_per_epoch_ == 0 || next == total_steps_);
   const int signo = signals_.received();
   const double minutes = cfg_.ckpt.every_minutes;
   const double rank = ctx_.rank();
@@ -248,7 +248,7 @@ bool Trainer::save_checkpoint(const std::string& why) {
     c.batch_size = micro_batch_;
     c.accum_steps = cfg_.train.accum_steps;
     c.global_batch = global_batch_;
-    c.train_samples = train_->info().size;
+    c.train_samples = data_.train->info().size;
     c.seed = cfg_.train.seed;
     c.sampler_epoch = c.epoch;
     c.sampler_batch = c.step_in_epoch;
@@ -261,7 +261,7 @@ bool Trainer::save_checkpoint(const std::string& why) {
       const DynamicLossScale::State l = precision_->scaler().state();
       c.loss_scaling = ckpt::LossScaling{l.scale, l.good_steps, l.skipped_steps, l.consecutive_skips};
     }
-    c.optimizer = cfg_.optim.name;
+    c.optimizer = name_of(cfg_.optim.name);
     const std::string path = ckpt::checkpoint_path(cfg_.run_dir, step_);
     try {
       ckpt::write_checkpoint(path, c);

@@ -121,7 +121,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   fuzz::ByteReader in(data, size);
   static const char* const SPECS[] = {"flatten linear(3)", "conv(2,3,pad=1) bn relu flatten linear(2)",
                                       "flatten linear(4) relu dropout(0.5) linear(2)"};
-  static const char* const OPTIMIZERS[] = {"sgd", "adam", "adamw"};
+  static const OptimizerKind OPTIMIZERS[] = {OptimizerKind::Sgd, OptimizerKind::Adam, OptimizerKind::AdamW};
   const Shape input{1, 4, 4};
   nn::Model model(SPECS[in.below(3)], input, DType::F32, 7);
   OptimConfig oc;
@@ -147,7 +147,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     edit_file(in, path);
   }
 
-  ckpt::RunLayout run = ckpt::layout_of(model, *opt, oc.name);
+  ckpt::RunLayout run = ckpt::layout_of(model, *opt, name_of(oc.name));
   run.world_size = 1 + in.below(4);
   run.batch_size = 1 + in.below(16);
   run.accum_steps = 1 + in.below(2);

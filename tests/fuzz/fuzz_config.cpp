@@ -82,7 +82,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // Round trip: the written INI, plus the options a file cannot hold that were set, on the command line.
     const std::string text = to_ini(cfg);
     const std::string again_ini = fuzz::scratch().write("again.ini", text);
-    std::vector<std::string> again_words = {"hpctrain", cfg.command, "--config", again_ini};
+    std::vector<std::string> again_words = {"hpctrain", name_of(cfg.command), "--config", again_ini};
     const Config defaults;
     for (const config::OptionSpec& s : config::option_table()) {
       if (s.in_file || s.name == "config") continue;

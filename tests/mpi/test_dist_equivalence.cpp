@@ -70,7 +70,7 @@ struct Result {
 // tolerance; the float64 run keeps the default eps (its δg is 1e-18).
 hpc::OptimConfig adam(double lr, double eps = 1e-5) {
   hpc::OptimConfig c;
-  c.name = "adam";
+  c.name = hpc::OptimizerKind::Adam;
   c.lr = lr;
   c.eps = eps;
   return c;
@@ -78,7 +78,7 @@ hpc::OptimConfig adam(double lr, double eps = 1e-5) {
 
 hpc::OptimConfig sgd_momentum(double lr) {
   hpc::OptimConfig c;
-  c.name = "sgd";
+  c.name = hpc::OptimizerKind::Sgd;
   c.lr = lr;
   c.momentum = 0.9;
   return c;
@@ -139,7 +139,7 @@ Result train(const Recipe& st, bool reference, const Buckets& bk = Buckets()) {
       rc.training = true;
       rc.seed = 1;
       rc.step = static_cast<uint64_t>(s * st.accum + m);
-      rc.comm = !reference && st.sync_bn ? &comm() : nullptr;
+      if (!reference && st.sync_bn) rc.sum_over_replicas = hpc::dist::replica_sum(comm());
       rc.rank = reference ? 0 : rank;
       const Tensor& logits = model.forward(x, rc);
       loss->forward_backward(logits, y, rows, static_cast<double>(rows * st.accum), dlogits);

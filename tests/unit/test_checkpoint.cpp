@@ -337,7 +337,7 @@ TEST(CheckpointValidate, RefusesAnotherModelOptimizerOrGlobalBatch) {
 TEST(CheckpointModelState, CaptureAndRestoreRoundTrip) {
   nn::Model model("conv(2,3,pad=1) bn relu flatten linear(3)", Shape{1, 4, 4}, DType::F32, 7);
   OptimConfig oc;
-  oc.name = "adam";
+  oc.name = OptimizerKind::Adam;
   auto opt = optim::Optimizer::create(oc, model.params(), optim::decay_ranges_of(model.param_info()));
   // One step so that the optimizer state is not all zero.
   for (int64_t i = 0; i < model.num_params(); ++i)

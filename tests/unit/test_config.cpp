@@ -157,7 +157,7 @@ TEST_F(ConfigTest, DefaultsAreTheStructDefaults) {
   Config expected;
   expected.data.path = data_;
   expect_same(cfg, expected);
-  EXPECT_EQ(cfg.command, "train");
+  EXPECT_EQ(cfg.command, Command::Train);
   EXPECT_EQ(cfg.config_file, "");
   // Spot checks against config.h, in case the struct and the parser agree on a wrong default.
   EXPECT_EQ(cfg.optim.lr, 1e-3);
@@ -209,7 +209,7 @@ TEST_F(ConfigTest, IniSectionsCommentsAndQuotes) {
                                "dir = runs/a#b\n");
   Config cfg = parse_train({"--config", ini});
   EXPECT_EQ(cfg.resume, "auto");
-  EXPECT_EQ(cfg.optim.name, "sgd");
+  EXPECT_EQ(cfg.optim.name, OptimizerKind::Sgd);
   EXPECT_EQ(cfg.optim.lr, 0.05);
   EXPECT_EQ(cfg.model.hidden, (std::vector<int>{64, 32}));
   EXPECT_EQ(cfg.model.spec, "linear(10)  # not a comment");
@@ -241,18 +241,18 @@ TEST_F(ConfigTest, BoolSpellings) {
   EXPECT_NE(error_of({"--data.path", data_, "--ckpt.allow_reshard", "maybe"}).find("ckpt.allow_reshard"),
             std::string::npos);
   // model.sync_bn is auto|true|false and takes the bool spellings for the last two.
-  EXPECT_EQ(parse_train({"--model.sync_bn", "on"}).model.sync_bn, "true");
-  EXPECT_EQ(parse_train({"--model.sync_bn", "0"}).model.sync_bn, "false");
-  EXPECT_EQ(parse_train({"--model.sync_bn", "AUTO"}).model.sync_bn, "auto");
+  EXPECT_EQ(parse_train({"--model.sync_bn", "on"}).model.sync_bn, SyncBn::On);
+  EXPECT_EQ(parse_train({"--model.sync_bn", "0"}).model.sync_bn, SyncBn::Off);
+  EXPECT_EQ(parse_train({"--model.sync_bn", "AUTO"}).model.sync_bn, SyncBn::Auto);
 }
 
 TEST_F(ConfigTest, SubCommands) {
-  EXPECT_EQ(parse_train({}).command, "train");
-  EXPECT_EQ(parse({"train", "--data.path", data_}).command, "train");
-  EXPECT_EQ(parse({"eval", "--checkpoint", data_, "--data.path", data_}).command, "eval");
-  EXPECT_EQ(parse({"doctor"}).command, "doctor");  // needs no data
+  EXPECT_EQ(parse_train({}).command, Command::Train);
+  EXPECT_EQ(parse({"train", "--data.path", data_}).command, Command::Train);
+  EXPECT_EQ(parse({"eval", "--checkpoint", data_, "--data.path", data_}).command, Command::Eval);
+  EXPECT_EQ(parse({"doctor"}).command, Command::Doctor);  // needs no data
   Config sample = parse({"sample", "--checkpoint", data_});
-  EXPECT_EQ(sample.command, "sample");
+  EXPECT_EQ(sample.command, Command::Sample);
   EXPECT_EQ(sample.checkpoint, data_);
 
   EXPECT_NE(error_of({"trian"}).find("did you mean train?"), std::string::npos);
@@ -390,12 +390,12 @@ TEST_F(ConfigTest, ToIniRoundTripsEveryField) {
   c.run_dir = "runs/with # hash and spaces ";
   c.resume = "auto";
   c.checkpoint = data_;
-  c.data = {data_, data_, 3, 5, false, "full"};
+  c.data = {data_, data_, 3, 5, false, DataCheck::Full};
   c.model.preset = "resnet20";
   c.model.spec = "\"quoted\" conv(8,3) ; relu\nlinear(10)";
   c.model.hidden = {7, 11, 13};
-  c.model.sync_bn = "true";
-  c.optim.name = "adamw";
+  c.model.sync_bn = SyncBn::On;
+  c.optim.name = OptimizerKind::AdamW;
   c.optim.lr = 1.0 / 3.0;  // needs all 17 digits
   c.optim.momentum = 0.1;
   c.optim.nesterov = true;
@@ -404,16 +404,16 @@ TEST_F(ConfigTest, ToIniRoundTripsEveryField) {
   c.optim.eps = 1e-12;
   c.optim.weight_decay = 5e-4;
   c.optim.clip_norm = 1.5;
-  c.optim.schedule = "cosine";
+  c.optim.schedule = ScheduleKind::Cosine;
   c.optim.warmup_steps = 100;
   c.optim.step_every = 17;
   c.optim.gamma = 0.5;
   c.optim.min_lr = 2.0 / 3e6;
-  c.optim.lr_scaling = "linear";
+  c.optim.lr_scaling = LrScaling::Linear;
   c.optim.base_batch = 512;
-  c.train = {128, 9, 1234567890123, 4, 18446744073709551615ull, "cpu", "bf16", "mse", 0.1, 3600.5};
-  c.dist = {"mpi", 12.5, 60};
-  c.log = {10, "plain"};
+  c.train = {128, 9, 1234567890123, 4, 18446744073709551615ull, DeviceChoice::Cpu, Precision::Bf16, LossKind::Mse, 0.1, 3600.5};
+  c.dist = {CommBackend::Mpi, 12.5, 60};
+  c.log = {10, ProgressStyle::Plain};
   c.ckpt = {250, 7.25, 2, true};
 
   std::string ini = write_file("resolved.ini", to_ini(c));

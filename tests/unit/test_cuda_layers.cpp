@@ -159,12 +159,12 @@ struct TrainingRun {
   Tensor dlogits;
   Device device;
 
-  TrainingRun(Device d, const std::string& precision_name)
-      : precision(std::make_unique<train::MixedPrecision>(precision_name, d)), device(d) {
-    model = std::make_unique<nn::Model>(SPEC, INPUT, precision->model_dtype(), 5, d);
-    precision->attach(model->params(), model->grads());
+  TrainingRun(Device d, const std::string& precision_name) : device(d) {
+    const Precision p = enum_named<Precision>(precision_name);
+    model = std::make_unique<nn::Model>(SPEC, INPUT, train::MixedPrecision::model_dtype(p, d), 5, d);
+    precision = std::make_unique<train::MixedPrecision>(p, d, model->params(), model->grads());
     OptimConfig cfg;
-    cfg.name = "adamw";
+    cfg.name = OptimizerKind::AdamW;
     cfg.lr = 3e-3;
     cfg.weight_decay = 0.01;
     optimizer = optim::Optimizer::create(cfg, precision->optimizer_params(),

@@ -191,12 +191,12 @@ struct Gpt {
   static constexpr int64_t BATCH = 3, CONTEXT = 32, VOCAB = 256;
 
   Gpt(Device dev, DType dt) : device(dev), dtype(dt) {
-    ModelConfig cfg;
+    nn::PresetOptions cfg;
     cfg.preset = "gpt-tiny";
     cfg.context = CONTEXT;
     model = std::make_unique<nn::Model>(nn::preset_spec(cfg, VOCAB), Shape{CONTEXT}, dt, 11, dev);
     OptimConfig oc;
-    oc.name = "adamw";
+    oc.name = OptimizerKind::AdamW;
     oc.weight_decay = 0.1;
     // Only full-precision models step here: a 16-bit model trains through MixedPrecision's
     // float32 master copy, and the optimizer refuses 16-bit parameters.

@@ -294,11 +294,11 @@ TEST(Heartbeat, NumbersCollectivesAndTracksTheWait) {
 }
 
 TEST(Backend, ChoiceAndItsErrors) {
-  EXPECT_EQ(resolve_backend("auto", Device::CPU, true, 4), "mpi");
-  EXPECT_EQ(resolve_backend("auto", Device::CUDA, true, 4), "nccl");
-  EXPECT_EQ(resolve_backend("mpi", Device::CPU, false, 0), "mpi");
-  EXPECT_EQ(resolve_backend("nccl", Device::CUDA, true, 1), "nccl");
-  auto message = [](const std::string& b, Device d, bool built, int gpus) {
+  EXPECT_EQ(resolve_backend(CommBackend::Auto, Device::CPU, true, 4), CommBackend::Mpi);
+  EXPECT_EQ(resolve_backend(CommBackend::Auto, Device::CUDA, true, 4), CommBackend::Nccl);
+  EXPECT_EQ(resolve_backend(CommBackend::Mpi, Device::CPU, false, 0), CommBackend::Mpi);
+  EXPECT_EQ(resolve_backend(CommBackend::Nccl, Device::CUDA, true, 1), CommBackend::Nccl);
+  auto message = [](CommBackend b, Device d, bool built, int gpus) {
     try {
       resolve_backend(b, d, built, gpus);
     } catch (const UserError& e) {
@@ -306,10 +306,10 @@ TEST(Backend, ChoiceAndItsErrors) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message("nccl", Device::CPU, false, 0).find("built without CUDA"), std::string::npos);
-  EXPECT_NE(message("nccl", Device::CPU, true, 0).find("no CUDA device is visible"), std::string::npos);
-  EXPECT_NE(message("nccl", Device::CPU, true, 2).find("trains on the CPU"), std::string::npos);
-  EXPECT_NE(message("mpi", Device::CUDA, true, 2).find("--dist.backend nccl"), std::string::npos);
+  EXPECT_NE(message(CommBackend::Nccl, Device::CPU, false, 0).find("built without CUDA"), std::string::npos);
+  EXPECT_NE(message(CommBackend::Nccl, Device::CPU, true, 0).find("no CUDA device is visible"), std::string::npos);
+  EXPECT_NE(message(CommBackend::Nccl, Device::CPU, true, 2).find("trains on the CPU"), std::string::npos);
+  EXPECT_NE(message(CommBackend::Mpi, Device::CUDA, true, 2).find("--dist.backend nccl"), std::string::npos);
 }
 
 TEST(Backend, GpuPerRank) {

@@ -429,7 +429,7 @@ TEST(DoctorAnalysis, NodeWithoutGpusInAGpuJob) {
   for (RankFacts& r : ranks) r.versions.cuda_built = true;
   expect_one_problem(analyse_ranks(ranks), {"no GPU is visible on node1", "ranks 2,3", "--gpus-per-task=1"});
   Config cfg;
-  cfg.train.device = "cuda";
+  cfg.train.device = DeviceChoice::Cuda;
   std::vector<RankFacts> cpu_only = cpu_job(2, 2);
   for (RankFacts& r : cpu_only) r.versions.cuda_built = true;
   expect_one_problem(analyse_ranks(cpu_only, cfg), {"--train.device cuda", "--nv"});

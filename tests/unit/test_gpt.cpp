@@ -154,7 +154,7 @@ TEST(GptGrad, WholeTinyModel) {
 // Recompute changes when activations exist, not what is computed: float32
 // loss and gradients are bitwise equal, and the activation memory shrinks.
 TEST(GptRecompute, BitwiseEqualGradients) {
-  ModelConfig cfg;
+  PresetOptions cfg;
   cfg.preset = "gpt-tiny";
   cfg.context = 32;
   std::vector<Tensor> grads;
@@ -188,7 +188,7 @@ TEST(GptRecompute, BitwiseEqualGradients) {
 }
 
 TEST(GptPresets, ShapesAndParameterCounts) {
-  ModelConfig cfg;
+  PresetOptions cfg;
   cfg.preset = "gpt-tiny";
   const std::string tiny = preset_spec(cfg, 256);
   EXPECT_EQ(tiny, "embed(256,64,64) block(2,layers=2) block(2,layers=2) ln lm_head(256)");
@@ -229,7 +229,7 @@ TEST(GptPresets, Init) {
 }
 
 TEST(GptPresets, Errors) {
-  ModelConfig cfg;
+  PresetOptions cfg;
   cfg.preset = "gpt-tiny";
   cfg.vocab = 100;
   EXPECT_THROW(preset_spec(cfg, 256), UserError);  // 256 byte tokens do not fit in 100
@@ -315,7 +315,7 @@ TEST(GptExport, DISABLED_TorchExport) {
   const char* dir = std::getenv("HPCTRAIN_GPT_EXPORT");
   ASSERT_NE(dir, nullptr) << "set HPCTRAIN_GPT_EXPORT to an output directory";
   const std::string out(dir);
-  ModelConfig cfg;
+  PresetOptions cfg;
   cfg.preset = "gpt-tiny";
   const std::string spec = preset_spec(cfg, 256);
   const int64_t batch = 4, t_len = 64, vocab = 256;

@@ -429,7 +429,7 @@ TEST(SyncBatchNorm, TwoRanksEqualOneRankOnTheWholeBatch) {
     threads.emplace_back([&, r] {
       PairComm comm(shared, r);
       RunCtx ctx;
-      ctx.comm = &comm;
+      ctx.sum_over_replicas = dist::replica_sum(comm);
       const Tensor xr = x.rows(r * per_rank, (r + 1) * per_rank);
       ranks[r].layer->forward(xr, ry[r], ctx);
       ranks[r].layer->backward(xr, ry[r], dy.rows(r * per_rank, (r + 1) * per_rank), rdx[r], ctx);

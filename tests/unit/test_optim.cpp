@@ -65,7 +65,7 @@ void expect_near_values(const Tensor& t, const Values& ref, const std::string& w
 
 OptimConfig config(const std::string& name, double weight_decay = 0) {
   OptimConfig c;
-  c.name = name;
+  c.name = enum_named<OptimizerKind>(name);  // UserError for a name that is no optimizer
   c.weight_decay = weight_decay;
   return c;
 }
@@ -347,7 +347,7 @@ TEST(Optimizer, DecayRangesOfModelParams) {
 
 OptimConfig schedule_config(const std::string& kind, int64_t warmup) {
   OptimConfig c;
-  c.schedule = kind;
+  c.schedule = enum_named<ScheduleKind>(kind);  // UserError for a name that is no schedule
   c.warmup_steps = warmup;
   return c;
 }
@@ -403,17 +403,16 @@ TEST(Schedule, LinearScaling) {
   OptimConfig c;
   c.lr = 0.1;
   c.base_batch = 256;
-  c.lr_scaling = "linear";
+  c.lr_scaling = LrScaling::Linear;
   std::string why;
   EXPECT_DOUBLE_EQ(scaled_lr(c, 512, &why), 0.2);
   EXPECT_EQ(why, "linear scaling: lr 0.1 × 512/256 = 0.2");
   EXPECT_DOUBLE_EQ(scaled_lr(c, 64, nullptr), 0.025);
-  c.lr_scaling = "none";
+  c.lr_scaling = LrScaling::None;
   EXPECT_DOUBLE_EQ(scaled_lr(c, 512, &why), 0.1);
   EXPECT_NE(why.find("0.1"), std::string::npos);
-  c.lr_scaling = "sqrt";
-  EXPECT_THROW(scaled_lr(c, 512, &why), UserError);
-  c.lr_scaling = "linear";
+  EXPECT_THROW(enum_named<LrScaling>("sqrt"), UserError);
+  c.lr_scaling = LrScaling::Linear;
   c.base_batch = 0;
   EXPECT_THROW(scaled_lr(c, 512, &why), UserError);
 }
@@ -455,12 +454,13 @@ TEST(Optimizer, DISABLED_TorchDriver) {
   std::ofstream out(out_path);
   ASSERT_TRUE(in && out);
   OptimConfig c;
-  std::string dtype;
+  std::string name, dtype;
   double clip;
   int64_t n, nr, steps;
-  in >> c.name >> dtype >> c.momentum >> c.nesterov >> c.beta1 >> c.beta2 >> c.eps >> c.weight_decay >>
+  in >> name >> dtype >> c.momentum >> c.nesterov >> c.beta1 >> c.beta2 >> c.eps >> c.weight_decay >>
       clip >> n >> nr >> steps;
   ASSERT_TRUE(in) << "malformed driver input";
+  c.name = enum_named<OptimizerKind>(name);
   if (dtype == "f64")
     drive<double>(in, out, c, clip, n, nr, steps);
   else

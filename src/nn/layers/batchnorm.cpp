@@ -2,21 +2,21 @@
 // eps 1e-5, momentum 0.1, biased variance to normalise, unbiased variance in
 // the running estimate, batch statistics in training and running ones in eval.
 //
-// SyncBatchNorm is the same layer with ctx.comm set: the per-channel
+// SyncBatchNorm is the same layer with ctx.sum_over_replicas set: the per-channel
 // [Σx, Σx², count] are all-reduced before the mean and variance are formed,
 // and [Σdy, Σdy·x̂] before dx is formed. Every rank then computes exactly
 // what one rank would on the concatenated batch. The gamma/beta gradients
 // use the LOCAL sums: the trainer averages parameter gradients over ranks
 // afterwards, like every other parameter's.
 //
-// On GPUs the statistics are device tensors, so ctx.comm must reach device
-// memory: the trainer passes its gradient communicator (NCCL on GPUs, MPI on
-// CPUs). allreduce_before_compute keeps the sums stream-ordered on NCCL (the
-// collective runs after the kernels that wrote them, the kernels that read
-// them wait for it, the host does not) and is the blocking allreduce on MPI.
+// On GPUs the statistics are device tensors, so the reduction must reach
+// device memory: the trainer binds it to its gradient communicator's
+// allreduce_before_compute (NCCL on GPUs, MPI on CPUs), which keeps the sums
+// stream-ordered on NCCL (the collective runs after the kernels that wrote
+// them, the kernels that read them wait for it, the host does not) and is
+// the blocking allreduce on MPI. The layer itself knows no communicator.
 #include "backend/ops_core.h"
 #include "core/error.h"
-#include "dist/communicator.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/layers.h"
 
@@ -98,7 +98,7 @@ void BatchNorm::forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) {
   batch_stats_ = ctx.training;
   if (batch_stats_) {
     backend::batchnorm_stats(x, channels_, spatial_, stats_);
-    if (ctx.comm != nullptr) ctx.comm->allreduce_before_compute(stats_, dist::ReduceOp::Sum);
+    if (ctx.sum_over_replicas) ctx.sum_over_replicas(stats_);
     backend::batchnorm_finalize(stats_, channels_, eps_, momentum_, mean_, invstd_, running_mean_,
                                 running_var_);
   } else {
@@ -116,7 +116,7 @@ void BatchNorm::backward(const Tensor& x, const Tensor&, const Tensor& dy, const
                                    dx);
     return;
   }
-  if (ctx.comm != nullptr) ctx.comm->allreduce_before_compute(grad_sums_, dist::ReduceOp::Sum);
+  if (ctx.sum_over_replicas) ctx.sum_over_replicas(grad_sums_);
   backend::batchnorm_backward_dx(x, dy, mean_, invstd_, gamma_, stats_, grad_sums_, channels_, spatial_, dx);
 }
 

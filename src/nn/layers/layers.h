@@ -106,7 +106,7 @@ class GlobalAvgPool final : public Layer {
   int64_t spatial_ = 1;
 };
 
-// BatchNorm, and SyncBatchNorm when ctx.comm is set: the per-channel sums are
+// BatchNorm, and SyncBatchNorm when ctx.sum_over_replicas is set: the per-channel sums are
 // all-reduced so N ranks with batch b normalise exactly like 1 rank with N·b.
 class BatchNorm final : public Layer {
  public:

@@ -29,6 +29,12 @@ class Embedding final : public Layer {
   explicit Embedding(const LayerArgs& args);
   std::string spec() const override;
   Shape build(const Shape& in, DType dtype) override;
+  // Token ids: float32 on a GPU whatever the weights' dtype (exact up to 2^24;
+  // bf16 holds ids exactly only below 256, fp16 below 2048), and the GPU op
+  // takes float32 ids. The CPU computes in float32 or float64, which carry them.
+  DType input_dtype(DType dtype, Device device) const override {
+    return device == Device::CPU ? dtype : DType::F32;
+  }
   std::vector<ParamSpec> param_specs() const override;
   void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
   void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;

@@ -1,0 +1,167 @@
+// Trainer set-up: the constructor and its named steps, in the order their
+// inputs need (see trainer.h). Every rank runs every step; the collectives
+// here (the device vote, the NCCL set-up, the parameter broadcast and the
+// model check) are called in the same order everywhere. A set-up error is a
+// UserError that main.cpp agrees on across ranks before training starts.
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/device.h"
+#include "core/error.h"
+#include "dist/devices.h"
+#include "train/device_choice.h"
+#include "train/trainer.h"
+
+namespace hpc::train {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The compute device (train.device resolved by train/device_choice.h from
+// this rank's view and, with several ranks, whether every rank sees a GPU:
+// one Max allreduce over the host communicator). On the GPU, the device is
+// local rank mod the visible ones, made current here.
+Device resolve_rank_device(DeviceChoice want, dist::Context& ctx) {
+  DeviceView view;
+  view.cuda_built = backend::cuda_built();
+  if (!device_needs_probe(want)) return resolve_device(want, view);  // cpu: the CUDA runtime is not started
+  if (view.cuda_built) view.visible_gpus = backend::cuda_device_count();
+  if (ctx.world() > 1) {
+    // Max of (world − rank) over the ranks without a GPU names the lowest of them.
+    int32_t lacking = view.visible_gpus == 0 ? ctx.world() - ctx.rank() : 0;
+    ctx.host_comm().allreduce(Tensor::borrow(&lacking, Shape{1}, DType::I32), dist::ReduceOp::Max);
+    view.every_rank_has_gpu = lacking == 0;
+    view.first_rank_without_gpu = lacking == 0 ? -1 : ctx.world() - lacking;
+  }
+  const Device device = resolve_device(want, view);
+  if (device == Device::CUDA)
+    backend::cuda_set_device(dist::pick_device(ctx.info().local_rank, view.visible_gpus));
+  return device;
+}
+
+// UserError unless every rank built the same model as this one: the parameter
+// count and a hash of the canonical spec, gathered from every rank.
+void check_same_model(dist::Communicator& comm, const nn::Model& model) {
+  double mine[2] = {static_cast<double>(model.num_params()),
+                    static_cast<double>(std::hash<std::string>{}(model.spec()) % (1ull << 52))};
+  Tensor all(Shape{2 * static_cast<int64_t>(comm.size())}, DType::F64);
+  comm.allgather(Tensor::borrow(mine, Shape{2}, DType::F64), all);
+  for (int r = 0; r < comm.size(); ++r)
+    if (all.data<double>()[2 * r] != mine[0] || all.data<double>()[2 * r + 1] != mine[1])
+      throw UserError("rank " + std::to_string(r) + " built a different model than rank " +
+                      std::to_string(comm.rank()) +
+                      " (parameter count or spec differ): check that all ranks get "
+                      "the same configuration and data file");
+}
+
+}  // namespace
+
+Trainer::Trainer(const Config& cfg, dist::Context& ctx)
+    : cfg_(cfg),
+      ctx_(ctx),
+      comm_(ctx.host_comm()),
+      deadline_(cfg.train.time_limit, std::getenv("SLURM_JOB_END_TIME"), Clock::now(),
+                static_cast<double>(std::time(nullptr))) {
+  choose_device();
+  open_data();
+  build_model();
+  sync_replicas();
+  build_optimizer();
+  build_reducer();
+  start_loaders();
+  open_run_dir();
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::choose_device() {
+  device_ = resolve_rank_device(cfg_.train.device, ctx_);
+  ctx_.check_backend(device_);  // dist.backend must suit the device: nccl on a CPU run is a one-line error
+  // Gradients (and everything else that lives on the device: parameters, optimizer state,
+  // SyncBatchNorm statistics) go through NCCL on GPUs, MPI on CPUs; host scalars always through comm_.
+  // With several GPU ranks this builds the NCCL communicator (and refuses two ranks on one GPU).
+  grad_comm_ = &ctx_.grad_comm(device_);
+  blas_threads_ = backend::cpu::configure_threads(ctx_.info().local_size);
+}
+
+void Trainer::open_data() {
+  data_ = open_run_data(cfg_);
+  micro_batch_ = cfg_.train.batch_size;
+  global_batch_ = micro_batch_ * ctx_.world() * cfg_.train.accum_steps;
+  sampler_ = std::make_unique<data::DistributedSampler>(
+      data_.train->info().size, micro_batch_ * cfg_.train.accum_steps, ctx_.world(), ctx_.rank(),
+      cfg_.train.seed, true,
+      // drop_last = false pads the last global batch with masked rows: no sample is seen twice in an epoch.
+      cfg_.data.drop_last ? data::PadMode::Drop : data::PadMode::Mask,
+      "data file '" + cfg_.data.path + "': /train");
+  steps_per_epoch_ = sampler_->batches_per_epoch();
+  total_steps_ = cfg_.train.steps > 0 ? cfg_.train.steps : cfg_.train.epochs * steps_per_epoch_;
+}
+
+void Trainer::build_model() {
+  const data::SplitInfo& info = data_.train->info();
+  const Task& task = data_.task;
+  model_ = std::make_unique<nn::Model>(task.model_layers(cfg_.model, info), info.sample_shape,
+                                       MixedPrecision::model_dtype(cfg_.train.precision, device_),
+                                       cfg_.train.seed, device_);
+  task.check_output(model_->output_shape(), info);
+  loss_ = task.make_loss(cfg_.train, info);
+  const bool sync_bn = cfg_.model.sync_bn == SyncBn::On || (cfg_.model.sync_bn == SyncBn::Auto && ctx_.world() > 1);
+  // The statistics live where the activations do: the gradient communicator reaches them.
+  if (sync_bn) sum_over_replicas_ = dist::replica_sum(*grad_comm_);
+}
+
+void Trainer::sync_replicas() {
+  if (ctx_.world() == 1) return;
+  comm_for(model_->params()).broadcast(model_->params(), 0);
+  for (auto& [name, t] : model_->buffers()) comm_for(t).broadcast(t, 0);
+  check_same_model(comm_, *model_);
+}
+
+void Trainer::build_optimizer() {
+  // After sync_replicas: a 16-bit run's fp32 master weights are copies of rank 0's parameters.
+  precision_ = std::make_unique<MixedPrecision>(cfg_.train.precision, device_, model_->params(), model_->grads());
+  peak_lr_ = optim::scaled_lr(cfg_.optim, global_batch_, &lr_note_);
+  // The optimizer steps the fp32 master weights of a 16-bit model (the model's own buffer otherwise).
+  optimizer_ = optim::Optimizer::create(cfg_.optim, precision_->optimizer_params(),
+                                        optim::decay_ranges_of(model_->param_info()));
+  schedule_ = std::make_unique<optim::LrSchedule>(cfg_.optim, peak_lr_, total_steps_);
+}
+
+void Trainer::build_reducer() {
+  if (ctx_.world() == 1) return;
+  std::vector<int64_t> cuts;  // buckets end at parameter boundaries: a tensor is never split
+  for (const nn::ParamInfo& p : model_->param_info()) cuts.push_back(p.offset);
+  reducer_ = std::make_unique<dist::GradReducer>(*grad_comm_, model_->grads(), cfg_.dist.bucket_mb * 1048576.0,
+                                                 cuts, cfg_.dist.overlap);
+}
+
+void Trainer::start_loaders() {
+  dlogits_ = Tensor(model_->output_shape().with_batch(micro_batch_), model_->dtype(), device_);
+  upload_ = std::make_unique<BatchUpload>(device_, model_->dtype(), model_->input_dtype());
+  const data::LoaderOptions options{cfg_.data.workers, cfg_.data.prefetch, BatchUpload::host_allocator(device_)};
+  train_loader_ = std::make_unique<data::Loader>(*data_.train, micro_batch_, options);
+  if (data_.val) val_loader_ = std::make_unique<data::Loader>(*data_.val, micro_batch_, options);
+}
+
+void Trainer::open_run_dir() {
+  if (ctx_.is_root()) {
+    std::filesystem::create_directories(cfg_.run_dir);
+    std::ofstream(cfg_.run_dir + "/config.ini") << to_ini(cfg_);
+    metrics_ = MetricsLog(cfg_.run_dir + "/metrics.jsonl");
+  }
+  progress_ = std::make_unique<Progress>(cfg_.log.progress, total_steps_, step_, ctx_.is_root(), ctx_.world());
+  // Until the first save is timed: parameters twice (flat and per tensor) and
+  // the optimizer state at a modest 200 MB/s, plus a quarter second for fsync.
+  const double state_bytes = 4.0 * static_cast<double>(model_->num_params()) * (2 + optimizer_->state().size());
+  deadline_.set_save_seconds(0.25 + state_bytes / 200e6);
+}
+
+}  // namespace hpc::train
