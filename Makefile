@@ -59,16 +59,20 @@ CXXFLAGS += -std=c++20 -pthread $(WARN) -MMD -MP
 LDLIBS   := $(MPI_LIBS) $(HDF5_LIBS) $(BLAS_LIBS) -lboost_program_options -lz -pthread
 
 # ---- sources --------------------------------------------------------------
-LIB_SRC := $(filter-out src/main.cpp src/backend/nocuda/%,$(shell find src -name '*.cpp' | sort))
+# A folder's cuda/ holds its CUDA code, nocuda/ the CPU-only build's stand-ins (backend, dist).
+ALL_SRC       := $(shell find src -name '*.cpp' | sort)
+NOCUDA_SRC    := $(shell find src -path '*/nocuda/*' -name '*.cpp' | sort)
+CUDA_HOST_SRC := $(shell find src -path '*/cuda/*' -name '*.cpp' | sort)
+LIB_SRC := $(filter-out src/main.cpp $(NOCUDA_SRC),$(ALL_SRC))
 ifeq ($(CUDA),1)
-  CU_SRC    := $(shell find src/backend/cuda kernels -name '*.cu' 2>/dev/null | sort)
+  CU_SRC    := $(shell find src kernels -name '*.cu' 2>/dev/null | sort)
   CPPFLAGS  += -I$(CUDA_HOME)/include -DHPCTRAIN_CUDA=1
   LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lcudnn -lnccl
   NVCCFLAGS := -O3 -std=c++20 $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
                -Xcompiler "-Wall -Wextra -Wno-unused-parameter" --expt-relaxed-constexpr
 else
   # Host code of the CUDA backend needs the CUDA headers; the stubs in nocuda/ replace it.
-  LIB_SRC   := $(filter-out src/backend/cuda/%,$(LIB_SRC)) $(shell find src/backend/nocuda -name '*.cpp' | sort)
+  LIB_SRC   := $(filter-out $(CUDA_HOST_SRC),$(LIB_SRC)) $(NOCUDA_SRC)
 endif
 LIB_OBJ  := $(LIB_SRC:%.cpp=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
 LIB      := $(BUILD)/libhpctrain.a
@@ -195,8 +199,7 @@ TSAN_TARGETS := $(TSAN_BUILD)/tests/test_loader $(TSAN_BUILD)/tests/test_dist \
                 $(call SAN_MPI_BIN,$(TSAN_BUILD))
 # TSan compiles only what those tests link (a third less than all of src/): a new dependency
 # of these folders on one left out shows up as an undefined reference in `make tsan`.
-TSAN_LIB_SRC := $(filter-out src/main.cpp src/backend/cuda/% src/ckpt/% src/config/% src/doctor/% src/train/%,\
-                  $(shell find src -name '*.cpp' | sort))
+TSAN_LIB_SRC := $(filter-out src/main.cpp $(CUDA_HOST_SRC) src/ckpt/% src/config/% src/doctor/% src/train/%,$(ALL_SRC))
 SAN_JOBS ?= 2
 .PHONY: asan asan-test tsan tsan-test
 asan: check-deps

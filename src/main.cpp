@@ -9,10 +9,10 @@
 //   5. train; a failure from here on aborts every rank so none is left waiting;
 //      a stop on request (signal, deadline) checkpoints and exits 75
 #include <cstdio>
-#include <cstdlib>
 #include <memory>
 
 #include "config/config.h"
+#include "core/check.h"
 #include "core/error.h"
 #include "dist/context.h"
 #include "doctor/doctor.h"
@@ -21,12 +21,8 @@
 
 namespace {
 
-// The rank the launcher gave this process, known before MPI_Init.
-int launcher_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
-    if (const char* v = std::getenv(name)) return std::atoi(v);
-  return 0;
-}
+// Before MPI_Init only the launcher says which rank this process is: rank 0 (or no launcher) prints.
+bool first_rank() { return hpc::launcher_rank() <= 0; }
 
 void print_error(const std::string& what, int rank, int world) {
   if (world > 1)
@@ -89,7 +85,7 @@ int main(int argc, char** argv) {
     const hpc::doctor::Args args(argc, argv);  // doctor's bare --json / --local
     if (!hpc::parse_config(args.argc(), args.argv(), cfg)) return hpc::EXIT_OK;  // --help / --version
   } catch (const hpc::Error& e) {
-    if (launcher_rank() == 0) std::fprintf(stderr, "hpctrain: error: %s\n", e.what());
+    if (first_rank()) std::fprintf(stderr, "hpctrain: error: %s\n", e.what());
     return e.exit_code();
   }
   // The doctor starts MPI itself: a broken launch is one of its findings, not an exit.
@@ -101,7 +97,7 @@ int main(int argc, char** argv) {
   try {
     ctx = std::make_unique<hpc::dist::Context>(&argc, &argv, cfg.dist);
   } catch (const hpc::Error& e) {
-    if (launcher_rank() == 0) std::fprintf(stderr, "hpctrain: error: %s\n", e.what());
+    if (first_rank()) std::fprintf(stderr, "hpctrain: error: %s\n", e.what());
     return e.exit_code();
   }
 

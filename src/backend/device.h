@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <string>
 
+#include "core/device_memory.h"  // device_alloc, pinned_alloc and their frees: defined by the backend
+
 namespace hpc::backend {
 
 struct DeviceInfo {
@@ -20,12 +22,6 @@ bool cuda_built();        // compiled with the CUDA backend
 int cuda_device_count();  // 0 when no driver or no GPU (never throws)
 DeviceInfo cuda_device_info(int index);
 std::string cuda_versions();  // "CUDA runtime 13.0, driver 13.0, cuDNN 9.x, NCCL 2.28" or "not built"
-
-// Zero-filled device memory on the current device (Tensor's contract). An
-// out-of-memory is a UserError (exit 2) naming the request, what hpctrain
-// already holds and its largest allocation, with the usual hint.
-void* device_alloc(size_t num_bytes);
-void device_free(void* p);  // nullptr: no-op
 
 // Device memory held through device_alloc: now, at the peak since the last
 // reset, the largest single allocation, and the device's capacity (bytes).
@@ -44,9 +40,5 @@ void device_synchronize();
 // without CUDA. Call it after cuda_set_device.
 void* cuda_compute_stream();
 
-// Page-locked host memory, which the GPU can copy from asynchronously;
-// nullptr when none can be had (CPU-only build, no GPU): use plain memory then.
-void* pinned_alloc(size_t num_bytes);
-void pinned_free(void* p);
 
 }  // namespace hpc::backend

@@ -1,5 +1,5 @@
-// Tensor, Shape and Buffer. Device memory is allocated through the backend's
-// device_alloc/device_free so this file knows nothing of CUDA.
+// Tensor, Shape and Buffer. Device memory is allocated through
+// core/device_memory.h (defined by the backend), so this file knows nothing of CUDA.
 #include "core/tensor.h"
 
 #include <cstdlib>
@@ -7,7 +7,7 @@
 #include <new>
 #include <sstream>
 
-#include "backend/device.h"
+#include "core/device_memory.h"
 #include "core/error.h"
 
 namespace hpc {
@@ -82,7 +82,7 @@ std::string Shape::str() const {
 
 Buffer::Buffer(Device device, size_t num_bytes, bool pinned) : device_(device), num_bytes_(num_bytes) {
   if (num_bytes == 0) return;
-  if (device == Device::CPU && pinned) data_ = backend::pinned_alloc(num_bytes);
+  if (device == Device::CPU && pinned) data_ = pinned_alloc(num_bytes);
   if (data_ != nullptr) {
     pinned_ = true;
     std::memset(data_, 0, num_bytes);
@@ -93,18 +93,18 @@ Buffer::Buffer(Device device, size_t num_bytes, bool pinned) : device_(device), 
     if (!data_) throw std::bad_alloc();
     std::memset(data_, 0, rounded);
   } else {
-    data_ = backend::device_alloc(num_bytes);
+    data_ = device_alloc(num_bytes);
   }
 }
 
 Buffer::~Buffer() {
   if (!data_) return;
   if (pinned_)
-    backend::pinned_free(data_);
+    pinned_free(data_);
   else if (device_ == Device::CPU)
     std::free(data_);
   else
-    backend::device_free(data_);
+    device_free(data_);
 }
 
 Tensor::Tensor(Shape shape, DType dtype, Device device)

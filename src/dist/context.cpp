@@ -10,7 +10,7 @@
 #include <cstring>
 
 #include "backend/device.h"
-#include "backend/nccl_comm.h"
+#include "dist/nccl_comm.h"
 #include "core/error.h"
 #include "dist/devices.h"
 #include "dist/mpi_comm.h"
@@ -58,15 +58,26 @@ std::string check_launch(int world_size) {
   return "";
 }
 
+namespace {
+// A failed call (core/check.h) ends every rank while MPI runs.
+[[noreturn]] void abort_all_ranks(int exit_code) {
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
+}
+}  // namespace
+
 Context::MpiSession::~MpiSession() {
+  if (!active) return;
+  set_job_abort(nullptr);  // from here on a failed call ends this process only
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (active && !finalized) MPI_Finalize();
+  if (!finalized) MPI_Finalize();
 }
 
 Context::Context(int* argc, char*** argv, const DistConfig& cfg) : cfg_(cfg) {
   mpiCheck(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &thread_level_));
   session_.active = true;
+  set_job_abort(abort_all_ranks);
   // Errors come back as codes so mpiCheck can name the call before aborting.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &info_.rank));
@@ -168,7 +179,7 @@ std::unique_ptr<Communicator> Context::make_nccl_comm() {
 
   // The compute stream belongs to the device's CUDA context: make the device current first.
   backend::cuda_set_device(device);
-  backend::NcclSetup s;
+  NcclSetup s;
   s.compute_stream = backend::cuda_compute_stream();  // gradients are written there; buckets wait for it
   s.host = &host_comm();
   s.rank = info_.rank;
@@ -184,7 +195,7 @@ std::unique_ptr<Communicator> Context::make_nccl_comm() {
     std::fflush(stderr);
     abort(EXIT_PEER);
   };
-  return backend::make_nccl_comm(s);
+  return dist::make_nccl_comm(s);
 }
 
 std::vector<std::string> Context::gather_lines(const std::string& mine) {

@@ -31,17 +31,11 @@ MPI_Datatype mpi_type(DType t) {
   throw Error(EXIT_INTERNAL, std::string("no MPI type for ") + dtype_name(t));
 }
 
-void mpi_fail(int code, const char* call, const char* file, int line) {
+std::string mpi_error_string(int code) {
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
-  MPI_Error_string(code, msg, &len);
-  int rank = -1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  char host[256] = "?";
-  gethostname(host, sizeof host);
-  std::fprintf(stderr, "hpctrain: rank %d on %s: %s failed: %s (%s:%d)\n", rank, host, call, msg, file, line);
-  MPI_Abort(MPI_COMM_WORLD, EXIT_PEER);
-  std::abort();
+  if (MPI_Error_string(code, msg, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(msg, static_cast<size_t>(len));
 }
 
 namespace {

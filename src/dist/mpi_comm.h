@@ -49,6 +49,8 @@
 #include <thread>
 #include <vector>
 
+#include "core/check.h"
+#include "core/error.h"
 #include "dist/communicator.h"
 #include "dist/heartbeat.h"
 #include "dist/rank_order_allreduce.h"
@@ -133,12 +135,13 @@ class MpiComm final : public Communicator {
 
 MPI_Datatype mpi_type(DType t);
 
-// One-word MPI error check: prints the call, file:line, rank and host, then aborts every rank.
-void mpi_fail(int code, const char* call, const char* file, int line);
-#define mpiCheck(call)                                                                                 \
-  do {                                                                                                 \
-    int mpi_check_rc_ = (call);                                                                        \
-    if (mpi_check_rc_ != MPI_SUCCESS) ::hpc::dist::mpi_fail(mpi_check_rc_, #call, __FILE__, __LINE__); \
-  } while (0)
+// MPI's message for an error code.
+std::string mpi_error_string(int code);
+
+// One-word MPI error check over core/check.h's failure path: the call,
+// file:line, rank and host, then every rank is aborted (a failed MPI call is
+// a lost peer or network: exit 3).
+#define mpiCheck(call) \
+  HPC_CHECK_CALL("MPI", call, hpc_rc_ != MPI_SUCCESS, ::hpc::dist::mpi_error_string(hpc_rc_), ::hpc::EXIT_PEER)
 
 }  // namespace hpc::dist

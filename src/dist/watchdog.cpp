@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "dist/mpi_comm.h"
 
 namespace hpc::dist {
 
@@ -35,13 +36,17 @@ struct Watchdog::StateMsg {
 Watchdog::Watchdog(MPI_Comm world, std::vector<PeerInfo> peers, Heartbeat& hb, double timeout_s,
                    bool with_thread)
     : peers_(std::move(peers)), hb_(hb), timeout_s_(timeout_s), with_thread_(with_thread) {
-  MPI_Comm_dup(world, &comm_);
-  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(comm_, &rank_);
-  MPI_Comm_size(comm_, &size_);
+  mpiCheck(MPI_Comm_dup(world, &comm_));
+  mpiCheck(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  mpiCheck(MPI_Comm_rank(comm_, &rank_));
+  mpiCheck(MPI_Comm_size(comm_, &size_));
   if (with_thread_ && size_ > 1) thread_ = std::thread([this] { serve(); });
 }
 
+// Past the constructor the watchdog's MPI calls are not mpiCheck'ed, on purpose:
+// it talks to ranks that may be dead or stuck, so an error from a peer's
+// connection is an answer ("it does not respond"), never a reason to abort,
+// and a destructor must not abort either.
 Watchdog::~Watchdog() {
   {
     std::lock_guard<std::mutex> lock(stop_mu_);

@@ -19,7 +19,7 @@ namespace {
 class PinnedAllocator final : public data::HostAllocator {
  public:
   void* allocate(size_t bytes) override {
-    if (void* p = backend::pinned_alloc(bytes)) {
+    if (void* p = pinned_alloc(bytes)) {
       std::lock_guard<std::mutex> lock(mu_);
       pinned_.insert(p);
       return p;
@@ -37,7 +37,7 @@ class PinnedAllocator final : public data::HostAllocator {
         return;
       }
     }
-    backend::pinned_free(ptr);
+    pinned_free(ptr);
   }
   const char* name() const override { return "pinned"; }
 

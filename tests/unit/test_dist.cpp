@@ -1,5 +1,5 @@
 // The parts of src/dist/ that need no MPI: bucket plans and the reducer's
-// schedule (against a recording communicator), hang reports, process
+// schedule (against the fake communicator), hang reports, process
 // probing, backend and GPU choice, the launch check (fault injection:
 // test_faults.cpp).
 // The collectives themselves run on real ranks in tests/mpi/.
@@ -16,6 +16,7 @@
 #include "dist/grad_reducer.h"
 #include "dist/hang_report.h"
 #include "dist/heartbeat.h"
+#include "fake_comm.h"
 
 using namespace hpc;
 using namespace hpc::dist;
@@ -24,51 +25,16 @@ namespace {
 
 using Ranges = std::vector<std::pair<int64_t, int64_t>>;
 
-// Records what the reducer asks for; requests complete when the test says so.
-class RecordingComm final : public Communicator {
- public:
-  struct Call {
-    std::vector<std::pair<int64_t, int64_t>> ranges;  // element ranges of the group, relative to base
-  };
-  explicit RecordingComm(const Tensor& base) : base_(base) {}
-  int rank() const override { return 0; }
-  int size() const override { return 2; }
-  std::string name() const override { return "recording"; }
-  void allreduce(const Tensor&, ReduceOp) override {}
-  std::unique_ptr<Request> allreduce_async(const Tensor& b, ReduceOp op) override {
-    return std::move(allreduce_group({b}, op)[0]);
+// The reducer's communicator: a FakeComm whose ranges are offsets into the gradients;
+// every call it gets must be an asynchronous average.
+struct ReducerComm : test::FakeComm {
+  explicit ReducerComm(const Tensor& grads) {
+    set_base(grads);
+    on_start = [](const Call& c) {
+      EXPECT_EQ(c.kind, "async");
+      EXPECT_EQ(c.op, ReduceOp::Avg);
+    };
   }
-  std::vector<std::unique_ptr<Request>> allreduce_group(const std::vector<Tensor>& bufs,
-                                                        ReduceOp op) override {
-    EXPECT_EQ(op, ReduceOp::Avg);
-    Call c;
-    std::vector<std::unique_ptr<Request>> out;
-    for (const Tensor& b : bufs) {
-      const int64_t off = (static_cast<char*>(b.raw()) - static_cast<char*>(base_.raw())) / 4;
-      c.ranges.emplace_back(off, off + b.count());
-      out.push_back(std::make_unique<Req>(*this));
-    }
-    calls.push_back(c);
-    return out;
-  }
-  void broadcast(const Tensor&, int) override {}
-  void allgather(const Tensor&, const Tensor&) override {}
-  void barrier() override {}
-
-  std::vector<Call> calls;
-  int tests = 0, waits = 0;
-
- private:
-  struct Req final : Request {
-    explicit Req(RecordingComm& c) : comm(c) {}
-    void wait() override { ++comm.waits; }
-    bool test() override {
-      ++comm.tests;
-      return false;
-    }
-    RecordingComm& comm;
-  };
-  Tensor base_;
 };
 
 std::vector<PeerInfo> peers(int n) {
@@ -134,7 +100,7 @@ TEST(BucketPlan, TheFirstBucketIsSmallSoThatCommunicationStartsEarly) {
   EXPECT_EQ(GradReducer::plan(10, 4, {}, 1), (Ranges{{9, 10}, {5, 9}, {1, 5}, {0, 1}}));
   // In the reducer: 1 MiB, or bucket_mb when that is smaller.
   Tensor grads(Shape{1 << 20}, DType::F32);  // 4 MiB, one tensor per 256 Ki elements
-  RecordingComm comm(grads);
+  ReducerComm comm(grads);
   GradReducer red(comm, grads, 25.0 * 1048576, {0, 1 << 18, 2 << 18, 3 << 18});
   EXPECT_EQ(red.bucket_ranges(), (Ranges{{3 << 18, 1 << 20}, {0, 3 << 18}}));
   GradReducer small(comm, grads, 4.0, {0, 1 << 18, 2 << 18, 3 << 18});
@@ -143,7 +109,7 @@ TEST(BucketPlan, TheFirstBucketIsSmallSoThatCommunicationStartsEarly) {
 
 TEST(GradReducer, StartsEachBucketWhenBackwardHasPassedIt) {
   Tensor grads(Shape{103}, DType::F32);
-  RecordingComm comm(grads);
+  ReducerComm comm(grads);
   GradReducer red(comm, grads, 4.0 /* bytes: one element, so one bucket per tensor */, {0, 10, 30, 100});
   ASSERT_EQ(red.num_buckets(), 4);
   red.begin();
@@ -164,7 +130,7 @@ TEST(GradReducer, StartsEachBucketWhenBackwardHasPassedIt) {
 
 TEST(GradReducer, WithoutOverlapEverythingStartsAfterBackward) {
   Tensor grads(Shape{103}, DType::F32);
-  RecordingComm comm(grads);
+  ReducerComm comm(grads);
   GradReducer red(comm, grads, 4.0, {0, 10, 30, 100}, /*overlap=*/false);
   red.begin();
   for (int64_t f : {100, 30, 10, 0}) red.on_ready(f);
@@ -177,7 +143,7 @@ TEST(GradReducer, WithoutOverlapEverythingStartsAfterBackward) {
 
 TEST(GradReducer, EveryRoundStartsAfresh) {
   Tensor grads(Shape{40}, DType::F32);
-  RecordingComm comm(grads);
+  ReducerComm comm(grads);
   GradReducer red(comm, grads, 1e9, {0, 20});
   for (int round = 0; round < 3; ++round) {
     red.begin();

@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "dist/communicator.h"
+#include "fake_comm.h"
 #include "grad_check.h"
 #include "kernels/activation_math.h"
 #include "kernels/random.h"
@@ -41,39 +42,6 @@ double max_abs_diff(const Tensor& a, const Tensor& b) {
     m = std::max(m, std::abs(a64.data<double>()[i] - b64.data<double>()[i]));
   return m;
 }
-
-// Two ranks in two threads: allreduce sums both ranks' buffers through shared slots.
-class PairComm final : public dist::Communicator {
- public:
-  struct Shared {
-    std::barrier<> sync{2};
-    std::vector<double> slot[2];
-    int allreduces[2] = {0, 0};
-  };
-  PairComm(Shared& shared, int rank) : shared_(shared), rank_(rank) {}
-  int rank() const override { return rank_; }
-  int size() const override { return 2; }
-  std::string name() const override { return "pair"; }
-  void allreduce(const Tensor& buf, dist::ReduceOp op) override {
-    HPC_ASSERT(buf.dtype() == DType::F64 && op == dist::ReduceOp::Sum, "PairComm: F64 sums only");
-    double* p = buf.data<double>();
-    shared_.slot[rank_].assign(p, p + buf.count());
-    ++shared_.allreduces[rank_];
-    shared_.sync.arrive_and_wait();
-    for (int64_t i = 0; i < buf.count(); ++i) p[i] = shared_.slot[0][size_t(i)] + shared_.slot[1][size_t(i)];
-    shared_.sync.arrive_and_wait();  // nobody refills a slot before both have read it
-  }
-  std::unique_ptr<dist::Request> allreduce_async(const Tensor&, dist::ReduceOp) override {
-    throw std::logic_error("PairComm: not needed");
-  }
-  void broadcast(const Tensor&, int) override {}
-  void allgather(const Tensor&, const Tensor&) override { throw std::logic_error("PairComm: not needed"); }
-  void barrier() override { shared_.sync.arrive_and_wait(); }
-
- private:
-  Shared& shared_;
-  int rank_;
-};
 
 // ---- gradient checks --------------------------------------------------------
 
@@ -420,24 +388,26 @@ TEST(SyncBatchNorm, TwoRanksEqualOneRankOnTheWholeBatch) {
   single.layer->forward(x, y, {});
   single.layer->backward(x, y, dy, dx, {});
 
-  PairComm::Shared shared;
+  test::FakeComm::Group shared(2);  // two ranks in two threads: their sums really add up
   Tensor ry[2], rdx[2];
+  int comms[2] = {0, 0};  // sums each rank reduced
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     ry[r] = ranks[r].output(per_rank);
     rdx[r] = ranks[r].input_grad(per_rank);
     threads.emplace_back([&, r] {
-      PairComm comm(shared, r);
+      test::FakeComm comm(r, 2, &shared);
       RunCtx ctx;
       ctx.sum_over_replicas = dist::replica_sum(comm);
       const Tensor xr = x.rows(r * per_rank, (r + 1) * per_rank);
       ranks[r].layer->forward(xr, ry[r], ctx);
       ranks[r].layer->backward(xr, ry[r], dy.rows(r * per_rank, (r + 1) * per_rank), rdx[r], ctx);
+      comms[r] = comm.count("allreduce_before_compute");
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_EQ(shared.allreduces[0], 2);  // statistics in forward, gradient sums in backward
-  EXPECT_EQ(shared.allreduces[1], 2);
+  for (int r = 0; r < 2; ++r)  // statistics in forward, gradient sums in backward
+    EXPECT_EQ(comms[r], 2) << "rank " << r;
   for (int r = 0; r < 2; ++r) {
     EXPECT_LT(max_abs_diff(ry[r], y.rows(r * per_rank, (r + 1) * per_rank)), 1e-12) << "rank " << r;
     EXPECT_LT(max_abs_diff(rdx[r], dx.rows(r * per_rank, (r + 1) * per_rank)), 1e-12) << "rank " << r;

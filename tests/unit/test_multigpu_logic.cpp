@@ -4,7 +4,7 @@
 // fake communicator that models the two CUDA streams (a collective starts at
 // an event recorded on the compute stream; wait_on_device queues a wait on the
 // compute stream). With real streams NcclComm does exactly those two things
-// (backend/cuda/nccl_comm.cu: order_after_compute, order_compute_after), which
+// (dist/cuda/nccl_comm.cu: order_after_compute, order_compute_after), which
 // only tests/gpu/run.sh can run.
 #include <gtest/gtest.h>
 
@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "dist/grad_reducer.h"
+#include "fake_comm.h"
 #include "grad_check.h"
 #include "nn/layers/layers.h"
 #include "train/device_choice.h"
@@ -80,61 +81,21 @@ struct Streams {
   int host_waits = 0;
 };
 
-class FakeRequest final : public dist::Request {
- public:
-  FakeRequest(Streams& s, size_t index, bool device) : s_(s), index_(index), device_(device) {}
-  void wait() override { ++s_.host_waits; }
-  bool test() override { return false; }  // still running: nothing may depend on it being done
-  void wait_on_device() override {
-    if (!device_) return wait();  // what a host communicator does (the default)
-    s_.compute.push_back("wait " + std::to_string(index_));
-  }
-
- private:
-  Streams& s_;
-  size_t index_;
-  bool device_;
-};
-
-class FakeStreamComm final : public dist::Communicator {
- public:
-  FakeStreamComm(Streams& s, const Tensor& grads, bool device)
-      : s_(s), base_(grads.data<float>()), device_(device) {}
-  int rank() const override { return 0; }
-  int size() const override { return 2; }
-  std::string name() const override { return device_ ? "fake-nccl" : "fake-mpi"; }
-  void allreduce(const Tensor&, dist::ReduceOp) override { ADD_FAILURE() << "blocking allreduce"; }
-  std::unique_ptr<dist::Request> allreduce_async(const Tensor& buf, dist::ReduceOp op) override {
-    return std::move(allreduce_group({buf}, op)[0]);
-  }
-  std::vector<std::unique_ptr<dist::Request>> allreduce_group(const std::vector<Tensor>& bufs,
-                                                              dist::ReduceOp op) override {
-    EXPECT_EQ(op, dist::ReduceOp::Avg);
-    std::vector<std::unique_ptr<dist::Request>> out;
-    for (const Tensor& b : bufs) {
-      const int64_t begin = b.data<float>() - base_;
-      s_.collectives.push_back({begin, begin + b.count(), s_.compute.size()});
-      out.push_back(std::make_unique<FakeRequest>(s_, s_.collectives.size() - 1, device_));
-    }
-    return out;
-  }
-  void broadcast(const Tensor&, int) override { ADD_FAILURE() << "broadcast"; }
-  void allgather(const Tensor&, const Tensor&) override { ADD_FAILURE() << "allgather"; }
-  void barrier() override { ADD_FAILURE() << "barrier"; }
-
- private:
-  Streams& s_;
-  const float* base_;
-  bool device_;
-};
-
 // A model of 6 parameter tensors; backward completes them last to first.
 const std::vector<int64_t> OFFSETS = {0, 4000, 4010, 70000, 70064, 200000, 200100};
 
 Streams run_step(bool device, bool overlap) {
   Streams s;
   Tensor grads(Shape{OFFSETS.back()}, DType::F32);
-  FakeStreamComm comm(s, grads, device);
+  // The two streams: a collective starts after what the compute stream holds when it
+  // is queued; on a device communicator wait_on_device queues a wait on the compute stream.
+  test::FakeComm comm;
+  comm.set_base(grads);
+  comm.on_start = [&s](const test::FakeComm::Call& c) {
+    EXPECT_EQ(c.op, dist::ReduceOp::Avg);
+    for (const auto& [begin, end] : c.ranges) s.collectives.push_back({begin, end, s.compute.size()});
+  };
+  if (device) comm.on_device_wait = [&s](size_t i) { s.compute.push_back("wait " + std::to_string(i)); };
   const std::vector<int64_t> cuts(OFFSETS.begin(), OFFSETS.end() - 1);
   dist::GradReducer reducer(comm, grads, 64 * 1024.0, cuts, overlap);  // ~16k floats a bucket
   reducer.begin();
@@ -145,6 +106,8 @@ Streams run_step(bool device, bool overlap) {
   }
   reducer.finish();
   s.compute.emplace_back("optimizer");
+  s.host_waits = comm.waits;
+  EXPECT_EQ(comm.count("async"), static_cast<int>(comm.calls.size())) << "only asynchronous collectives";
   EXPECT_EQ(reducer.bucket_ranges().size(), s.collectives.size());
   for (size_t i = 0; i < s.collectives.size() && i < reducer.bucket_ranges().size(); ++i) {
     EXPECT_EQ(reducer.bucket_ranges()[i].first, s.collectives[i].begin) << "launch order, bucket " << i;
@@ -200,37 +163,20 @@ TEST(GradReducerStreams, HostCommunicatorsWaitOnTheHost) {
 
 // ---- SyncBatchNorm keeps its sums stream-ordered ----------------------------------------
 
-// One rank (sums unchanged) that records which allreduce a layer asks for.
-class RecordingComm final : public dist::Communicator {
- public:
-  int rank() const override { return 0; }
-  int size() const override { return 1; }
-  std::string name() const override { return "recording"; }
-  void allreduce(const Tensor&, dist::ReduceOp) override { ++blocking; }
-  void allreduce_before_compute(const Tensor&, dist::ReduceOp op) override {
-    EXPECT_EQ(op, dist::ReduceOp::Sum);
-    ++ordered;
-  }
-  std::unique_ptr<dist::Request> allreduce_async(const Tensor&, dist::ReduceOp) override { return nullptr; }
-  void broadcast(const Tensor&, int) override {}
-  void allgather(const Tensor&, const Tensor&) override {}
-  void barrier() override {}
-  int blocking = 0, ordered = 0;
-};
-
 TEST(SyncBatchNormStreams, StatisticsUseTheStreamOrderedAllreduce) {
   const Shape in{3, 2, 2};
   test::BoundLayer b = test::bind_layer(test::layer_args("bn"), in, DType::F32, 5);
   const Tensor x = test::random_tensor(in.with_batch(4), DType::F32, 6);
   const Tensor dy = test::random_tensor(x.shape(), DType::F32, 7);
   Tensor y = b.output(4), dx = b.input_grad(4);
-  RecordingComm comm;
+  test::FakeComm comm(0, 1);  // one rank: the sums stay as they are
   nn::RunCtx ctx;
   ctx.sum_over_replicas = dist::replica_sum(comm);
   b.layer->forward(x, y, ctx);
   b.layer->backward(x, y, dy, dx, ctx);
-  EXPECT_EQ(comm.ordered, 2);  // [Σx, Σx², n] in forward, [Σdy, Σdy·x̂] in backward
-  EXPECT_EQ(comm.blocking, 0);
+  EXPECT_EQ(comm.count("allreduce_before_compute"), 2);  // [Σx, Σx², n] in forward, [Σdy, Σdy·x̂] in backward
+  EXPECT_EQ(comm.count("allreduce"), 0);
+  for (const test::FakeComm::Call& c : comm.calls) EXPECT_EQ(c.op, dist::ReduceOp::Sum);
 }
 
 }  // namespace

@@ -118,6 +118,42 @@ std::string cuda_versions() {
   return s.str();
 }
 
+DeviceMemoryStats device_memory_stats() {
+  DeviceMemoryStats s = ledger().stats();
+  size_t free_bytes = 0, total = 0;
+  if (cudaMemGetInfo(&free_bytes, &total) == cudaSuccess)
+    s.total = total;
+  else
+    cudaGetLastError();
+  return s;
+}
+
+void reset_device_memory_peak() { ledger().reset_peak(); }
+
+void cuda_set_device(int index) {
+  const int n = cuda_device_count();
+  if (index < 0 || index >= n)
+    throw UserError("CUDA device " + std::to_string(index) + " does not exist (" + std::to_string(n) +
+                    " visible: check CUDA_VISIBLE_DEVICES)");
+  cudaCheck(cudaSetDevice(index));
+}
+
+void device_synchronize() { cudaCheck(cudaDeviceSynchronize()); }
+
+void* cuda_compute_stream() { return cuda::Context::get().compute(); }
+
+}  // namespace hpc::backend
+
+// The seam of core/device_memory.h: a CUDA tensor's memory, counted in the
+// ledger, and pinned host memory.
+namespace hpc {
+
+using backend::device_memory_stats;
+using backend::DeviceMemoryStats;
+using backend::ledger;
+using backend::cuda_device_count;
+using backend::mib;
+
 void* device_alloc(size_t num_bytes) {
   void* p = nullptr;
   if (num_bytes == 0) return nullptr;
@@ -152,30 +188,6 @@ void device_free(void* p) {
   cudaWarn(cudaFree(p));
 }
 
-DeviceMemoryStats device_memory_stats() {
-  DeviceMemoryStats s = ledger().stats();
-  size_t free_bytes = 0, total = 0;
-  if (cudaMemGetInfo(&free_bytes, &total) == cudaSuccess)
-    s.total = total;
-  else
-    cudaGetLastError();
-  return s;
-}
-
-void reset_device_memory_peak() { ledger().reset_peak(); }
-
-void cuda_set_device(int index) {
-  const int n = cuda_device_count();
-  if (index < 0 || index >= n)
-    throw UserError("CUDA device " + std::to_string(index) + " does not exist (" + std::to_string(n) +
-                    " visible: check CUDA_VISIBLE_DEVICES)");
-  cudaCheck(cudaSetDevice(index));
-}
-
-void device_synchronize() { cudaCheck(cudaDeviceSynchronize()); }
-
-void* cuda_compute_stream() { return cuda::Context::get().compute(); }
-
 void* pinned_alloc(size_t num_bytes) {
   if (num_bytes == 0 || cuda_device_count() == 0) return nullptr;
   void* p = nullptr;
@@ -190,4 +202,4 @@ void pinned_free(void* p) {
   if (p != nullptr) cudaWarn(cudaFreeHost(p));
 }
 
-}  // namespace hpc::backend
+}  // namespace hpc

@@ -21,18 +21,16 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
-#include "backend/nccl_comm.h"
+#include "dist/nccl_comm.h"
 #include "core/error.h"
 
-namespace hpc::backend {
+namespace hpc::dist {
 
 namespace {
 
-using dist::CollOp;
-
 constexpr auto WATCHDOG_PERIOD = std::chrono::milliseconds(100);
 
-double now_s() { return dist::monotonic_seconds(); }
+double now_s() { return monotonic_seconds(); }
 
 ncclDataType_t nccl_type(DType t) {
   switch (t) {
@@ -54,11 +52,11 @@ ncclDataType_t nccl_type(DType t) {
   throw Error(EXIT_INTERNAL, std::string("NCCL: no type for ") + dtype_name(t));
 }
 
-ncclRedOp_t nccl_op(dist::ReduceOp op) {
+ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case dist::ReduceOp::Avg:
+    case ReduceOp::Avg:
       return ncclAvg;  // one division inside NCCL: exact, same bits on every rank
-    case dist::ReduceOp::Max:
+    case ReduceOp::Max:
       return ncclMax;
     default:
       return ncclSum;
@@ -84,7 +82,7 @@ struct Pending {
 
 class NcclComm;
 
-class NcclRequest final : public dist::Request {
+class NcclRequest final : public Request {
  public:
   NcclRequest(NcclComm& comm, std::shared_ptr<Pending> p) : comm_(comm), p_(std::move(p)) {}
   void wait() override;
@@ -96,7 +94,7 @@ class NcclRequest final : public dist::Request {
   std::shared_ptr<Pending> p_;
 };
 
-class NcclComm final : public dist::Communicator {
+class NcclComm final : public Communicator {
  public:
   explicit NcclComm(const NcclSetup& s);
   ~NcclComm() override;
@@ -105,15 +103,15 @@ class NcclComm final : public dist::Communicator {
   int size() const override { return size_; }
   std::string name() const override { return "nccl"; }
 
-  void allreduce(const Tensor& buf, dist::ReduceOp op) override { allreduce_async(buf, op)->wait(); }
-  void allreduce_before_compute(const Tensor& buf, dist::ReduceOp op) override {
+  void allreduce(const Tensor& buf, ReduceOp op) override { allreduce_async(buf, op)->wait(); }
+  void allreduce_before_compute(const Tensor& buf, ReduceOp op) override {
     allreduce_async(buf, op)->wait_on_device();
   }
-  std::unique_ptr<dist::Request> allreduce_async(const Tensor& buf, dist::ReduceOp op) override {
+  std::unique_ptr<Request> allreduce_async(const Tensor& buf, ReduceOp op) override {
     return std::move(allreduce_group({buf}, op)[0]);
   }
-  std::vector<std::unique_ptr<dist::Request>> allreduce_group(const std::vector<Tensor>& bufs,
-                                                              dist::ReduceOp op) override;
+  std::vector<std::unique_ptr<Request>> allreduce_group(const std::vector<Tensor>& bufs,
+                                                              ReduceOp op) override;
   void broadcast(const Tensor& buf, int root) override;
   void allgather(const Tensor& send, const Tensor& recv) override;
   void barrier() override;
@@ -142,7 +140,7 @@ class NcclComm final : public dist::Communicator {
 
   int rank_, size_, device_;
   double timeout_s_;
-  dist::Heartbeat* hb_;
+  Heartbeat* hb_;
   std::function<void(uint64_t, CollOp, const std::string&)> on_fatal_;
   cudaStream_t compute_ = nullptr;
   std::shared_mutex comm_mu_;
@@ -175,8 +173,8 @@ NcclComm::NcclComm(const NcclSetup& s)
   HPC_ASSERT(s.host != nullptr && s.on_fatal, "NcclSetup: host communicator and on_fatal");
   cudaCheck(cudaSetDevice(device_));
   compute_ = s.compute_stream != nullptr ? static_cast<cudaStream_t>(s.compute_stream)
-                                         : cuda::Context::get().compute();
-  stream_ = s.comm_stream != nullptr ? static_cast<cudaStream_t>(s.comm_stream) : cuda::Context::get().comm();
+                                         : backend::cuda::Context::get().compute();
+  stream_ = s.comm_stream != nullptr ? static_cast<cudaStream_t>(s.comm_stream) : backend::cuda::Context::get().comm();
   ncclUniqueId id{};
   if (rank_ == 0) {
     ncclResult_t r = ncclGetUniqueId(&id);
@@ -303,9 +301,9 @@ void NcclComm::fatal(uint64_t seq, CollOp op, const std::string& reason) {
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
 }
 
-std::vector<std::unique_ptr<dist::Request>> NcclComm::allreduce_group(const std::vector<Tensor>& bufs,
-                                                                      dist::ReduceOp op) {
-  std::vector<std::unique_ptr<dist::Request>> out;
+std::vector<std::unique_ptr<Request>> NcclComm::allreduce_group(const std::vector<Tensor>& bufs,
+                                                                      ReduceOp op) {
+  std::vector<std::unique_ptr<Request>> out;
   if (bufs.empty()) return out;
   std::vector<uint64_t> seqs;
   for (const Tensor& b : bufs) {
@@ -431,7 +429,7 @@ void NcclComm::watchdog() {
 
 }  // namespace
 
-std::unique_ptr<dist::Communicator> make_nccl_comm(const NcclSetup& setup) {
+std::unique_ptr<Communicator> make_nccl_comm(const NcclSetup& setup) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
     cudaGetLastError();
@@ -442,4 +440,4 @@ std::unique_ptr<dist::Communicator> make_nccl_comm(const NcclSetup& setup) {
   return std::make_unique<NcclComm>(setup);
 }
 
-}  // namespace hpc::backend
+}  // namespace hpc::dist

@@ -1,9 +1,10 @@
 // NcclComm: the Communicator for device buffers, over NCCL.
 //
-// The CUDA build implements it in backend/cuda/nccl_comm.cu; the CPU-only
-// build links backend/nocuda/nccl_comm.cpp, whose factory throws "built
-// without CUDA". This header needs neither CUDA nor MPI, so dist/ can call
-// the factory in both builds.
+// The CUDA build implements it in dist/cuda/nccl_comm.cu (on the backend's
+// streams and error checks); the CPU-only build links
+// dist/nocuda/nccl_comm.cpp, whose factory throws "built without CUDA". This
+// header needs neither CUDA nor MPI, so dist/ can call the factory in both
+// builds.
 //
 // Bootstrap (nccl-tests style): rank 0 makes the unique id, the host
 // communicator (MPI) broadcasts it, every rank calls ncclCommInitRankConfig
@@ -28,17 +29,17 @@
 #include "dist/communicator.h"
 #include "dist/heartbeat.h"
 
-namespace hpc::backend {
+namespace hpc::dist {
 
 struct NcclSetup {
-  dist::Communicator* host = nullptr;  // MPI over the same ranks: carries the unique id
+  Communicator* host = nullptr;  // MPI over the same ranks: carries the unique id
   int rank = 0, world = 1;
   int device = 0;                 // CUDA device index of this rank
   double timeout_s = 300;         // dist.timeout, per collective
-  dist::Heartbeat* hb = nullptr;  // collective numbers for hang reports (may be null)
+  Heartbeat* hb = nullptr;  // collective numbers for hang reports (may be null)
   // NCCL failed or a collective timed out (NCCL already aborted): report and end the job.
   // Called from the main thread or the watchdog thread; must not return.
-  std::function<void(uint64_t seq, dist::CollOp op, const std::string& reason)> on_fatal;
+  std::function<void(uint64_t seq, CollOp op, const std::string& reason)> on_fatal;
   // cudaStream_t the buffers are written on, and the one the collectives run on;
   // null = the CUDA backend's compute and comm streams (backend/cuda/context.h).
   void* compute_stream = nullptr;
@@ -46,6 +47,6 @@ struct NcclSetup {
 };
 
 // Throws UserError when NCCL cannot be used (CPU-only build, no GPU) or initialisation fails.
-std::unique_ptr<dist::Communicator> make_nccl_comm(const NcclSetup& setup);
+std::unique_ptr<Communicator> make_nccl_comm(const NcclSetup& setup);
 
-}  // namespace hpc::backend
+}  // namespace hpc::dist

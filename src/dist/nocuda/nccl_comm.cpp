@@ -1,14 +1,14 @@
 // The CPU-only build's NCCL: there is none (see backend/nccl_comm.h).
-#include "backend/nccl_comm.h"
+#include "dist/nccl_comm.h"
 
 #include "core/error.h"
 
-namespace hpc::backend {
+namespace hpc::dist {
 
-std::unique_ptr<dist::Communicator> make_nccl_comm(const NcclSetup&) {
+std::unique_ptr<Communicator> make_nccl_comm(const NcclSetup&) {
   throw UserError(
       "NCCL: this hpctrain was built without CUDA (rebuild with nvcc present, CUDA=1), "
       "or use --dist.backend mpi");
 }
 
-}  // namespace hpc::backend
+}  // namespace hpc::dist
