@@ -10,7 +10,7 @@
 // MPI is running (so no rank is left waiting in a collective), else an
 // immediate exit. Unwinding would be worse than useless here: most CUDA
 // errors poison the context, so every destructor on the way out would fail
-// again. Exit codes follow the README: 2 for out-of-memory (with the hint to
+// again. Exit codes follow docs/outputs.md: 2 for out-of-memory (with the hint to
 // lower the batch size or the precision), 3 for a failed NCCL peer, 1 for
 // everything else (a bug or a broken GPU).
 //
