@@ -215,7 +215,7 @@ $(BUILD)/tests/sanitizers/%: $(BUILD)/obj/tests/sanitizers/%.o $(LIB)
 	@mkdir -p $(@D)
 	$(MPICXX) $(CXXFLAGS) $^ -o $@ -lgtest $(LDLIBS)
 
-# ---- fuzzing (tests/fuzz/; README "Fuzzing") ---------------------------------
+# ---- fuzzing (tests/fuzz/; docs/testing.md "Fuzzing") ------------------------
 #   make fuzz [FUZZ_SECONDS=30] [FUZZ_SEED=0]  build the libFuzzer targets with clang in $(FUZZ_BUILD) and
 #                                 run each for FUZZ_SECONDS, two at a time (tests/fuzz/run.sh);
 #                                 FUZZ_SEED fixes libFuzzer's seed (0: random; CI uses 1)

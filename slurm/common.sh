@@ -39,11 +39,11 @@
 #                      clusters, or where UCX picks a device that does not work. Default: unset
 #                      (Open MPI chooses; UCX on InfiniBand).
 #
-# Environment passed through untouched when you set it (see README, "Running
-# on a cluster"): NCCL_IB_HCA, NCCL_SOCKET_IFNAME, NCCL_DEBUG, UCX_*,
-# OMPI_MCA_*. Only HDF5_USE_FILE_LOCKING gets a default (FALSE: Lustre, GPFS
-# and NFS often refuse HDF5's locks), and the two knobs above fill in unset
-# OMPI_MCA_* / NCCL_SOCKET_IFNAME values.
+# Environment passed through untouched when you set it (see docs/cluster.md,
+# "Slurm scripts" and "Multi-node"): NCCL_IB_HCA, NCCL_SOCKET_IFNAME,
+# NCCL_DEBUG, UCX_*, OMPI_MCA_*. Only HDF5_USE_FILE_LOCKING gets a default
+# (FALSE: Lustre, GPFS and NFS often refuse HDF5's locks), and the two knobs
+# above fill in unset OMPI_MCA_* / NCCL_SOCKET_IFNAME values.
 
 # HPCTRAIN_NET_IF and HPCTRAIN_MPI_TCP → the variables Open MPI and NCCL read.
 hpctrain_net_settings() {

@@ -11,7 +11,7 @@
 
 namespace hpc {
 
-// Documented process exit codes (README "Exit codes").
+// Documented process exit codes (docs/outputs.md "Exit codes").
 constexpr int EXIT_OK = 0;
 constexpr int EXIT_INTERNAL = 1;   // a bug: an invariant failed
 constexpr int EXIT_BAD_INPUT = 2;  // bad option, config, data file, model spec, checkpoint

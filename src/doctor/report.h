@@ -1,6 +1,6 @@
 // The doctor's report, for people (text, nccl-tests style) and for
 // programs (--json). Both are rendered from the same Report, so they always
-// hold the same facts; the JSON keys are listed in README "hpctrain doctor".
+// hold the same facts; the JSON keys are listed in docs/cluster.md "hpctrain doctor".
 #pragma once
 
 #include <string>

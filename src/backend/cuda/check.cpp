@@ -38,7 +38,7 @@ int exit_code_of(cudnnStatus_t s) {
              : EXIT_INTERNAL;
 }
 int exit_code_of(ncclResult_t r) {
-  // A remote or system error is a lost peer or network (README: exit 3); the rest are bugs.
+  // A remote or system error is a lost peer or network (docs/outputs.md: exit 3); the rest are bugs.
   return r == ncclRemoteError || r == ncclSystemError ? EXIT_PEER : EXIT_INTERNAL;
 }
 
