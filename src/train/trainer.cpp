@@ -11,9 +11,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/threads.h"
 #include "backend/device.h"
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "config/config.h"
 #include "core/error.h"
 #include "dist/devices.h"

@@ -14,7 +14,7 @@
 // CPUs). allreduce_before_compute keeps the sums stream-ordered on NCCL (the
 // collective runs after the kernels that wrote them, the kernels that read
 // them wait for it, the host does not) and is the blocking allreduce on MPI.
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "dist/communicator.h"
 #include "nn/layers/layer_util.h"
