@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "config/config.h"
 #include "core/rng.h"
 #include "nn/loss.h"

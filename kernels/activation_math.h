@@ -15,6 +15,9 @@
 
 namespace hpc::kernels {
 
+// The activations the backend ops and the kernels know (GELU: the tanh form above).
+enum class ActivationKind { Relu, Gelu, Tanh };
+
 template <typename T>
 HD T relu_forward(T x) {
   return x > T(0) ? x : T(0);

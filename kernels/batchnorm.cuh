@@ -1,4 +1,4 @@
-// Batch-normalisation kernels, in the pieces of backend/ops_nn.h so that
+// Batch-normalisation kernels, in the pieces of backend/ops.def so that
 // SyncBatchNorm can all-reduce the per-channel sums between them. Launchers
 // only; kernels in batchnorm.cu, arithmetic in norm_math.h.
 //

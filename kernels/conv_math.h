@@ -2,7 +2,7 @@
 // im2col / col2im / swap kernels, shared with the CPU tests that run them
 // over every index and compare with the CPU backend.
 //
-// Layouts are those of backend/ops_nn.h: x is NCHW, cols is [C·k·k, n·Ho·Wo]
+// Layouts are those of backend/ops.def: x is NCHW, cols is [C·k·k, n·Ho·Wo]
 // with row (c, ki, kj) and column (sample, oh, ow). col2im is written as a
 // GATHER (each input pixel sums the columns that read it) rather than the
 // CPU's scatter: no atomics, deterministic, and since a pixel adds its
@@ -17,16 +17,35 @@
 
 namespace hpc::kernels {
 
-// Plain geometry a kernel can take by value: a chunk of n samples.
+// Plain geometry a kernel can take by value: a chunk of n samples of
+// C×H×W each and a square kernel. It is also the backend ops' and the
+// layers' convolution geometry: they hold one sample's (n = 1, from make()),
+// and an op that gets a tensor of several samples takes n from the tensor
+// (with_n) rather than from the caller.
 struct ConvShape {
-  int64_t n, channels, height, width;
-  int64_t kernel, stride, pad;
-  int64_t out_h, out_w;
+  int64_t n = 1, channels = 0, height = 0, width = 0;
+  int64_t kernel = 1, stride = 1, pad = 0;
+  int64_t out_h = 0, out_w = 0;
+
+  // The geometry with out_h, out_w computed from the input size, kernel, stride and pad.
+  HD static ConvShape make(int64_t n, int64_t channels, int64_t height, int64_t width, int64_t kernel,
+                           int64_t stride, int64_t pad) {
+    const int64_t out_h = (height + 2 * pad - kernel) / stride + 1,
+                  out_w = (width + 2 * pad - kernel) / stride + 1;
+    return {n, channels, height, width, kernel, stride, pad, out_h, out_w};
+  }
+  // The same geometry for a chunk of `samples` samples.
+  HD ConvShape with_n(int64_t samples) const {
+    ConvShape s = *this;
+    s.n = samples;
+    return s;
+  }
 
   HD int64_t out_pixels() const { return out_h * out_w; }
   HD int64_t col_rows() const { return channels * kernel * kernel; }
   HD int64_t col_count() const { return col_rows() * n * out_pixels(); }
-  HD int64_t in_count() const { return n * channels * height * width; }
+  HD int64_t sample_in_count() const { return channels * height * width; }
+  HD int64_t in_count() const { return n * sample_in_count(); }
 };
 
 // cols[idx] of im2col (0 where the kernel reads padding).

@@ -13,11 +13,10 @@
 
 #include <cstdint>
 
+#include "kernels/activation_math.h"
 #include "kernels/cast_math.h"
 
 namespace hpc::kernels {
-
-enum class ActivationKind { Relu, Gelu, Tanh };
 
 template <typename T>
 void fill(T* x, int64_t n, double value, cudaStream_t stream);

@@ -43,7 +43,7 @@ HD T bn_normalize_element(T x, S mean, S invstd, T gamma, T beta) {
   return T((C(x) - C(mean)) * scale + C(beta));
 }
 
-// dx = k1·dy + k2·(x − mean) + k3 (ops_nn.h gives the formula). Batch
+// dx = k1·dy + k2·(x − mean) + k3 (backend/ops.def gives the formula). Batch
 // statistics: k1 = γ·σ⁻¹, k2 = −k1·σ⁻¹·Σdy·x̂/M, k3 = −k1·Σdy/M. Running
 // statistics (mean and σ constants): k2 = k3 = 0.
 struct BnDxCoeffs {

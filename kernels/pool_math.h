@@ -18,10 +18,26 @@
 
 namespace hpc::kernels {
 
+// Square windows without padding over `planes` planes of H×W. It is also
+// the backend ops' and the layers' pooling geometry: a layer holds one
+// sample's (planes = C, from make()), and an op takes the planes of the
+// tensor it gets (N·C, with_planes) rather than the caller's.
 struct PoolShape {
-  int64_t planes, height, width;  // planes = N·C
-  int64_t kernel, stride;
-  int64_t out_h, out_w;
+  int64_t planes = 0, height = 0, width = 0;  // planes = N·C
+  int64_t kernel = 2, stride = 2;
+  int64_t out_h = 0, out_w = 0;
+
+  // The geometry with out_h, out_w computed from the input size, kernel and stride.
+  HD static PoolShape make(int64_t planes, int64_t height, int64_t width, int64_t kernel, int64_t stride) {
+    const int64_t out_h = (height - kernel) / stride + 1, out_w = (width - kernel) / stride + 1;
+    return {planes, height, width, kernel, stride, out_h, out_w};
+  }
+  // The same geometry over `count` planes.
+  HD PoolShape with_planes(int64_t count) const {
+    PoolShape s = *this;
+    s.planes = count;
+    return s;
+  }
 
   HD int64_t out_pixels() const { return out_h * out_w; }
   HD int64_t in_pixels() const { return height * width; }

@@ -1,8 +1,7 @@
-// Helpers every backend op uses to pick an implementation.
-//
-// Ops dispatch on the tensors they are given: the device picks the backend
-// (cpu/ or cuda/), the dtype picks the template instance. Layers therefore
-// never contain device or dtype branches of their own.
+// dispatch_float: the dtype switch of loops over host memory (the CPU
+// backend's ops, the datasets' gathers), so that one templated loop body
+// serves float32 (training) and float64 (gradient checks). The device
+// dispatch of the ops is in ops.cpp.
 #pragma once
 
 #include <string>
@@ -26,10 +25,5 @@ decltype(auto) dispatch_float(DType dtype, const char* op, F&& f) {
   }
   throw Error(EXIT_INTERNAL, std::string(op) + ": unsupported dtype " + dtype_name(dtype));
 }
-
-// The CUDA backend does not exist for an op yet: say so instead of computing garbage.
-[[noreturn]] void unsupported_device(const char* op, const Tensor& t);
-
-inline bool on_cpu(const Tensor& t) { return t.device() == Device::CPU; }
 
 }  // namespace hpc::backend

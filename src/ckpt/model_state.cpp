@@ -1,7 +1,7 @@
 // Model/optimizer ⇄ Checkpoint, and choosing the checkpoint to resume from.
 #include "ckpt/model_state.h"
 
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "ckpt/store.h"
 #include "core/error.h"
 

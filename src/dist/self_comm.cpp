@@ -1,5 +1,5 @@
 // SelfComm: the communicator of a one-process run.
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "dist/communicator.h"
 
 namespace hpc::dist {

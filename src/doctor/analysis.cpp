@@ -97,7 +97,7 @@ void check_versions(const std::vector<RankFacts>& ranks, Findings& out) {
     if (ompi_both && major_minor(v.mpi_build) / 1000 != major_minor(v.mpi_runtime) / 1000)
       out.problem("hpctrain was built with " + v.mpi_build + " but loads " + v.mpi_runtime + " on " + host +
                   ": the ABI differs between major versions; run with the MPI it was built with (container: "
-                  "the hybrid model, see README)");
+                  "the hybrid model, see docs/cluster.md)");
     if (!v.cuda_driver.empty() && !v.cuda_runtime.empty() &&
         major_minor(v.cuda_driver) / 1000 < major_minor(v.cuda_runtime) / 1000)
       out.problem("the CUDA driver on " + host + " supports CUDA " + v.cuda_driver +

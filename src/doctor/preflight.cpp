@@ -20,7 +20,7 @@
 #include <thread>
 
 #include "backend/device.h"
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "core/fault.h"
 #include "core/tensor.h"

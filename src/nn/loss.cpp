@@ -3,7 +3,7 @@
 // a single pass over the logits.
 #include "nn/loss.h"
 
-#include "backend/ops_nn.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "nn/layers/layer_util.h"
 

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "nn/spec.h"

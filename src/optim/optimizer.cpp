@@ -11,7 +11,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "core/error.h"
 
 namespace hpc::optim {

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend/ops_optim.h"
+#include "backend/ops.h"
 #include "config/config.h"
 #include "core/tensor.h"
 #include "nn/model.h"

@@ -7,7 +7,7 @@
 #include <unordered_set>
 
 #include "backend/device.h"
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 
 namespace hpc::train {
 

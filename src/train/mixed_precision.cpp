@@ -4,8 +4,7 @@
 #include <cmath>
 #include <string>
 
-#include "backend/ops_amp.h"
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "core/error.h"
 
 namespace hpc::train {

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <numeric>
 
-#include "backend/cpu/cpu_ops.h"
-#include "backend/ops_core.h"
+#include "backend/cpu/threads.h"
+#include "backend/ops.h"
 #include "ckpt/checkpoint.h"
 #include "core/error.h"
 #include "nn/model.h"

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/threads.h"
 #include "backend/device.h"
 #include "core/error.h"
 #include "dist/devices.h"

@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <string>
 
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "core/tensor.h"
 #include "fuzz_util.h"
 #include "nn/model.h"

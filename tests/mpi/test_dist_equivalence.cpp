@@ -20,7 +20,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "dist/grad_reducer.h"
 #include "harness.h"
 #include "kernels/random.h"

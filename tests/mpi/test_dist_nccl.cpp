@@ -10,7 +10,7 @@
 #include <cmath>
 
 #include "backend/device.h"
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "dist/devices.h"
 #include "dist/grad_reducer.h"

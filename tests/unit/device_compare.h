@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "backend/device.h"
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 

@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "core/rng.h"
 #include "core/tensor.h"
 #include "nn/layer.h"

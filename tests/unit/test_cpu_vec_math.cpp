@@ -13,8 +13,7 @@
 #include <vector>
 
 #include "backend/cpu/vec_math.h"
-#include "backend/ops_nn.h"
-#include "backend/ops_transformer.h"
+#include "backend/ops.h"
 #include "core/rng.h"
 #include "kernels/activation_math.h"
 
@@ -76,8 +75,8 @@ TEST(CpuVecMath, GeluFloatMatchesDoubleReference) {
     x.data<float>()[i] = float(-12 + 24 * rng.uniform());
     dy.data<float>()[i] = float(-1 + 2 * rng.uniform());
   }
-  activation_forward(Activation::Gelu, x, y);
-  activation_backward(Activation::Gelu, x, y, dy, dx);
+  activation_forward(kernels::ActivationKind::Gelu, x, y);
+  activation_backward(kernels::ActivationKind::Gelu, x, y, dy, dx);
   for (int64_t i = 0; i < n; ++i) {
     const double v = x.data<float>()[i], g = dy.data<float>()[i];
     const double want_y = kernels::gelu_forward(v), want_dx = kernels::gelu_backward(v, g);
@@ -90,7 +89,7 @@ TEST(CpuVecMath, GeluFloatMatchesDoubleReference) {
 TEST(CpuVecMath, TailEqualsBody) {
   Tensor x(Shape{13}, DType::F32), y(Shape{13}, DType::F32);
   for (int64_t i = 0; i < 13; ++i) x.data<float>()[i] = 0.37f * float(i % 5) - 0.6f;
-  activation_forward(Activation::Gelu, x, y);
+  activation_forward(kernels::ActivationKind::Gelu, x, y);
   for (int64_t i = 5; i < 13; ++i) EXPECT_EQ(y.data<float>()[i], y.data<float>()[i - 5]) << i;
 }
 

@@ -13,7 +13,7 @@
 //
 // Without a GPU: "SKIPPED: no GPU", exit 77 (--self-check-on-cpu runs the
 // harness with the CPU standing in).
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "config/config.h"
 #include "device_compare.h"
 #include "grad_check.h"

@@ -6,11 +6,7 @@
 #include <limits>
 #include <stdexcept>
 
-#include "backend/ops_amp.h"
-#include "backend/ops_conv.h"
-#include "backend/ops_core.h"
-#include "backend/ops_nn.h"
-#include "backend/ops_optim.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "device_compare.h"
 
@@ -18,6 +14,9 @@ namespace hpc::test {
 namespace {
 
 using namespace backend;
+using kernels::ActivationKind;
+using kernels::ConvShape;
+using kernels::PoolShape;
 
 // ---- core ------------------------------------------------------------------------
 
@@ -156,7 +155,7 @@ TEST(CudaOps, BiasAddAndGradient) {
 
 TEST(CudaOps, Activations) {
   for (DType d : float_dtypes())
-    for (Activation act : {Activation::Relu, Activation::Gelu, Activation::Tanh}) {
+    for (ActivationKind act : {ActivationKind::Relu, ActivationKind::Gelu, ActivationKind::Tanh}) {
       SCOPED_TRACE(std::string(dtype_name(d)) + " activation " + std::to_string(int(act)));
       const Shape s{2000};
       const Tensor x = random64(s, 11, -4, 4), g = random64(s, 12);
@@ -205,10 +204,10 @@ TEST(CudaOps, DropoutMaskIsTheCpuMask) {
 // ---- convolution lowering and pooling ------------------------------------------------------
 
 TEST(CudaOps, Im2colCol2imSwap) {
-  const ConvGeometry cases[] = {
-      {3, 8, 8, 3, 1, 1}, {2, 7, 5, 3, 2, 1}, {4, 6, 6, 1, 2, 0}, {2, 9, 9, 5, 1, 0}};
+  const ConvShape cases[] = {ConvShape::make(1, 3, 8, 8, 3, 1, 1), ConvShape::make(1, 2, 7, 5, 3, 2, 1),
+                             ConvShape::make(1, 4, 6, 6, 1, 2, 0), ConvShape::make(1, 2, 9, 9, 5, 1, 0)};
   for (DType d : float_dtypes())
-    for (const ConvGeometry& g : cases) {
+    for (const ConvShape& g : cases) {
       SCOPED_TRACE(std::string(dtype_name(d)) + " k" + std::to_string(g.kernel) + " s" +
                    std::to_string(g.stride));
       const bool same = d == DType::F32 || d == DType::F64;  // the CPU reference in the DUT's own dtype
@@ -237,15 +236,16 @@ TEST(CudaOps, Im2colCol2imSwap) {
 }
 
 TEST(CudaOps, Pooling) {
-  const PoolGeometry cases[] = {{4, 8, 8, 2, 2}, {3, 7, 7, 3, 2}, {2, 5, 6, 2, 1}};
+  const PoolShape cases[] = {PoolShape::make(4, 8, 8, 2, 2), PoolShape::make(3, 7, 7, 3, 2),
+                             PoolShape::make(2, 5, 6, 2, 1)};
   for (DType d : float_dtypes())
-    for (const PoolGeometry& g : cases) {
+    for (const PoolShape& g : cases) {
       SCOPED_TRACE(std::string(dtype_name(d)) + " k" + std::to_string(g.kernel) + " s" +
                    std::to_string(g.stride));
       const bool same = d == DType::F32 || d == DType::F64;
       const DType ref_dtype = same ? d : DType::F64;
-      const int64_t n = 2, out_n = n * g.channels * g.out_height() * g.out_width();
-      Tensor x = random64(Shape{n, g.channels, g.height, g.width}, 19);
+      const int64_t n = 2, out_n = n * g.planes * g.out_h * g.out_w;
+      Tensor x = random64(Shape{n, g.planes, g.height, g.width}, 19);
       for (int64_t i = 0; i < x.count(); ++i)
         x.data<double>()[i] = std::floor(4 * x.data<double>()[i]);  // ties
       const Tensor dyv = random64(Shape{out_n}, 20);
@@ -405,14 +405,14 @@ TEST(CudaOps, SquaredError) {
 
 TEST(CudaOps, Convolution) {
   struct Case {
-    ConvGeometry g;
+    ConvShape g;
     int64_t out;
     bool bias;
   };
-  const Case cases[] = {{{3, 8, 8, 3, 1, 1}, 4, true},
-                        {{4, 9, 9, 3, 2, 1}, 6, true},
-                        {{4, 8, 8, 1, 2, 0}, 8, false},
-                        {{2, 10, 10, 5, 1, 0}, 3, true}};
+  const Case cases[] = {{ConvShape::make(1, 3, 8, 8, 3, 1, 1), 4, true},
+                        {ConvShape::make(1, 4, 9, 9, 3, 2, 1), 6, true},
+                        {ConvShape::make(1, 4, 8, 8, 1, 2, 0), 8, false},
+                        {ConvShape::make(1, 2, 10, 10, 5, 1, 0), 3, true}};
   // A weight that is a view at an odd offset of the flat buffer is not
   // 16-byte aligned: cuDNN does not get it, the GPU lowering does (case 0 again).
   auto offset_view = [](const Tensor& t) {
@@ -425,11 +425,11 @@ TEST(CudaOps, Convolution) {
     for (size_t ci = 0; ci <= std::size(cases); ++ci) {
       const bool misaligned = ci == std::size(cases);
       const Case& c = cases[misaligned ? 0 : ci];
-      const ConvGeometry& g = c.g;
+      const ConvShape& g = c.g;
       SCOPED_TRACE(std::string(dtype_name(d)) + " k" + std::to_string(g.kernel) + " s" +
                    std::to_string(g.stride) + (misaligned ? " (misaligned weight: lowering)" : ""));
       const int64_t n = 3;
-      const Shape ys{n, c.out, g.out_height(), g.out_width()};
+      const Shape ys{n, c.out, g.out_h, g.out_w};
       const Tensor x = random64(Shape{n, g.channels, g.height, g.width}, 33),
                    w = random64(Shape{c.out, g.channels, g.kernel, g.kernel}, 34);
       const Tensor b = random64(Shape{c.out}, 35), dyv = random64(ys, 36);

@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "backend/ops_transformer.h"
+#include "backend/ops.h"
 #include "config/config.h"
 #include "core/error.h"
 #include "device_compare.h"

@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "grad_check.h"
 #include "nn/loss.h"

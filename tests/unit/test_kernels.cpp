@@ -1,6 +1,6 @@
 // CPU tests of the GPU's arithmetic that is not covered elsewhere: the
 // 16-bit float conversions (kernels/cast_math.h), the loss-scale rule and
-// gradient unscaling (kernels/amp_math.h, backend/ops_amp.h); and the
+// gradient unscaling (kernels/amp_math.h, backend/ops.def); and the
 // failure path of backend/cuda/check.h.
 //
 // The conversions are checked against independent references, exhaustively
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "backend/device.h"
-#include "backend/ops_amp.h"
+#include "backend/ops.h"
 #include "core/rng.h"
 #include "kernels/amp_math.h"
 #include "kernels/cast_math.h"

@@ -18,9 +18,7 @@
 #include <map>
 #include <vector>
 
-#include "backend/ops_core.h"
-#include "backend/ops_nn.h"
-#include "backend/ops_transformer.h"
+#include "backend/ops.h"
 #include "core/rng.h"
 #include "kernels/cast_math.h"
 #include "kernels/conv_math.h"
@@ -67,11 +65,8 @@ struct ConvCase {
   int64_t n, c, h, w, k, stride, pad;
 };
 
-backend::ConvGeometry geometry(const ConvCase& cc) { return {cc.c, cc.h, cc.w, cc.k, cc.stride, cc.pad}; }
-
 ConvShape shape_of(const ConvCase& cc) {
-  const backend::ConvGeometry g = geometry(cc);
-  return {cc.n, cc.c, cc.h, cc.w, cc.k, cc.stride, cc.pad, g.out_height(), g.out_width()};
+  return ConvShape::make(cc.n, cc.c, cc.h, cc.w, cc.k, cc.stride, cc.pad);
 }
 
 // The CPU has a fast path for stride 1 with "same" width and a general path; both are covered.
@@ -86,11 +81,10 @@ const ConvCase CONV_CASES[] = {
 
 TEST(EmulatedKernels, Im2colMatchesCpu) {
   for (const ConvCase& cc : CONV_CASES) {
-    const backend::ConvGeometry g = geometry(cc);
     const ConvShape s = shape_of(cc);
     const Tensor x = random(Shape{cc.n, cc.c, cc.h, cc.w}, 1);
     Tensor want(Shape{s.col_count()}, DType::F32), got(Shape{s.col_count()}, DType::F32);
-    backend::im2col(x, g, want);
+    backend::im2col(x, s, want);
     for (int64_t i = 0; i < s.col_count(); ++i) got.data<float>()[i] = im2col_element(x.data<float>(), s, i);
     expect_bitwise(got, want, "im2col");
   }
@@ -98,15 +92,14 @@ TEST(EmulatedKernels, Im2colMatchesCpu) {
 
 TEST(EmulatedKernels, Col2imGatherMatchesCpuScatter) {
   for (const ConvCase& cc : CONV_CASES) {
-    const backend::ConvGeometry g = geometry(cc);
     const ConvShape s = shape_of(cc);
     const Tensor cols = random(Shape{s.col_count()}, 2);
-    // The CPU's col2im may overwrite the entries that stand for padding (ops_nn.h), so it gets a copy;
+    // The CPU's col2im may overwrite the entries that stand for padding (backend/ops.def), so it gets a copy;
     // the gather never reads them.
     Tensor scratch_cols(Shape{s.col_count()}, DType::F32);
     backend::copy(cols, scratch_cols);
     Tensor want(Shape{cc.n, cc.c, cc.h, cc.w}, DType::F32), got(Shape{cc.n, cc.c, cc.h, cc.w}, DType::F32);
-    backend::col2im(scratch_cols, g, want);
+    backend::col2im(scratch_cols, s, want);
     for (int64_t i = 0; i < s.in_count(); ++i)
       got.data<float>()[i] = col2im_element(cols.data<float>(), s, i);
     expect_bitwise(got, want, "col2im");
@@ -130,30 +123,29 @@ const PoolCase POOL_CASES[] = {{3, 6, 6, 2, 2}, {2, 7, 7, 3, 2}, {2, 5, 6, 2, 1}
 
 TEST(EmulatedKernels, PoolingMatchesCpu) {
   for (const PoolCase& pc : POOL_CASES) {
-    const backend::PoolGeometry g{1, pc.h, pc.w, pc.k, pc.stride};
-    const PoolShape s{pc.planes, pc.h, pc.w, pc.k, pc.stride, g.out_height(), g.out_width()};
+    const PoolShape s = PoolShape::make(pc.planes, pc.h, pc.w, pc.k, pc.stride);
     const int64_t out_n = pc.planes * s.out_pixels(), in_n = pc.planes * s.in_pixels();
     const Tensor x = random_ints(Shape{pc.planes, pc.h, pc.w}, 4);
     const Tensor dy = random(Shape{out_n}, 5);
 
     Tensor y(Shape{out_n}, DType::F32), arg(Shape{out_n}, DType::I32), y2(Shape{out_n}, DType::F32),
         arg2(Shape{out_n}, DType::I32);
-    backend::max_pool_forward(x, g, y, arg);
+    backend::max_pool_forward(x, s, y, arg);
     for (int64_t o = 0; o < out_n; ++o)
       max_pool_element(x.data<float>(), s, o, y2.data<float>()[o], arg2.data<int32_t>()[o]);
     expect_bitwise(y2, y, "max pool");
     ASSERT_EQ(std::memcmp(arg.raw(), arg2.raw(), arg.num_bytes()), 0) << "max pool argmax (ties: first wins)";
 
     Tensor dx(Shape{in_n}, DType::F32), dx2(Shape{in_n}, DType::F32);
-    backend::max_pool_backward(dy, arg, g, dx);
+    backend::max_pool_backward(dy, arg, s, dx);
     for (int64_t i = 0; i < in_n; ++i)
       dx2.data<float>()[i] = max_pool_backward_element(dy.data<float>(), arg.data<int32_t>(), s, i);
     expect_bitwise(dx2, dx, "max pool backward");
 
-    backend::avg_pool_forward(x, g, y);
+    backend::avg_pool_forward(x, s, y);
     for (int64_t o = 0; o < out_n; ++o) y2.data<float>()[o] = avg_pool_element(x.data<float>(), s, o);
     expect_bitwise(y2, y, "avg pool");
-    backend::avg_pool_backward(dy, g, dx);
+    backend::avg_pool_backward(dy, s, dx);
     for (int64_t i = 0; i < in_n; ++i)
       dx2.data<float>()[i] = avg_pool_backward_element(dy.data<float>(), s, i);
     expect_close(dx2, dx, 2e-7, "avg pool backward");  // acc += dy·(1/k²) may become one FMA

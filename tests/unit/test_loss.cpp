@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "grad_check.h"
 #include "nn/loss.h"

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "nn/model.h"

@@ -20,7 +20,7 @@
 #include <numbers>
 #include <type_traits>
 
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"

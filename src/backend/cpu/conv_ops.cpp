@@ -1,5 +1,7 @@
-// CPU convolution lowering: im2col / col2im and the [a, b] ↔ [b, a] swap
-// that turns a batched GEMM result into NCHW.
+// CPU convolution: the convolution ops themselves, which run the
+// device-generic lowering (conv_lowering.h), and the pieces of that lowering
+// on the CPU: im2col / col2im and the [a, b] ↔ [b, a] swap that turns a
+// batched GEMM result into NCHW.
 //
 // The common case, stride 1 with "same" padding (3×3 pad 1, 1×1 pad 0), has
 // a fast path: a kernel tap (ki, kj) shifts the whole image by a constant
@@ -14,8 +16,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backend/cpu/nn_ops.h"
+#include "backend/conv_lowering.h"
 #include "backend/dispatch.h"
+#include "backend/ops_impl.h"
 
 namespace hpc::backend::cpu {
 
@@ -27,7 +30,7 @@ struct ValidRun {
   int64_t lo, hi, shift;
 };
 
-ValidRun valid_run(const ConvGeometry& g, int64_t wo, int64_t kj) {
+ValidRun valid_run(const kernels::ConvShape& g, int64_t wo, int64_t kj) {
   const int64_t shift = g.pad - kj;  // iw = ow·stride − shift
   const int64_t lo = shift <= 0 ? 0 : (shift + g.stride - 1) / g.stride;
   const int64_t last = g.width - 1 + shift;  // ow·stride ≤ last; negative: no column is inside
@@ -38,8 +41,8 @@ ValidRun valid_run(const ConvGeometry& g, int64_t wo, int64_t kj) {
 // Calls visit(input row or nullptr when it is padding, column segment, run, Wo) for every
 // (row of cols, sample, output row) in cols order, so im2col and col2im share one walk.
 template <typename T, typename Visit>
-void walk_columns(const ConvGeometry& g, int64_t n, T* x, T* cols, Visit visit) {
-  const int64_t ho = g.out_height(), wo = g.out_width(), pixels = ho * wo;
+void walk_columns(const kernels::ConvShape& g, int64_t n, T* x, T* cols, Visit visit) {
+  const int64_t ho = g.out_h, wo = g.out_w, pixels = ho * wo;
   const int64_t k = g.kernel, plane = g.height * g.width;
   for (int64_t c = 0; c < g.channels; ++c)
     for (int64_t ki = 0; ki < k; ++ki)
@@ -66,13 +69,13 @@ struct Tap {
   int64_t first, last;     // [first, last): column indices spanned by the valid rows
 };
 
-bool same_width(const ConvGeometry& g) { return g.stride == 1 && g.out_width() == g.width; }
+bool same_width(const kernels::ConvShape& g) { return g.stride == 1 && g.out_w == g.width; }
 
-Tap tap(const ConvGeometry& g, int64_t ki, int64_t kj) {
+Tap tap(const kernels::ConvShape& g, int64_t ki, int64_t kj) {
   const int64_t dy = ki - g.pad, dx = kj - g.pad, w = g.width;
   Tap t{dy * w + dx,
         std::max<int64_t>(0, -dy),
-        std::min(g.out_height(), g.height - dy),
+        std::min(g.out_h, g.height - dy),
         std::max<int64_t>(0, -dx),
         std::min(w, w - dx),
         0,
@@ -89,7 +92,7 @@ Tap tap(const ConvGeometry& g, int64_t ki, int64_t kj) {
 // row in between. This runs once per (tap, sample): for small maps its loop
 // overhead, not the copy, sets the speed of im2col.
 template <typename T>
-inline void zero_padding(const ConvGeometry& g, const Tap& t, T* col) {
+inline void zero_padding(const kernels::ConvShape& g, const Tap& t, T* col) {
   const int64_t w = g.width, pixels = g.out_pixels();
   const int64_t head = std::min(pixels, t.row_lo * w),
                 tail = std::min(pixels, std::max(t.row_lo, t.row_hi) * w);
@@ -104,7 +107,7 @@ inline void zero_padding(const ConvGeometry& g, const Tap& t, T* col) {
 }
 
 template <typename T>
-void im2col_same_width(const ConvGeometry& g, int64_t n, const T* x, T* cols) {
+void im2col_same_width(const kernels::ConvShape& g, int64_t n, const T* x, T* cols) {
   const int64_t k = g.kernel, pixels = g.out_pixels(), plane = g.height * g.width;
   for (int64_t c = 0; c < g.channels; ++c)
     for (int64_t ki = 0; ki < k; ++ki)
@@ -122,7 +125,7 @@ void im2col_same_width(const ConvGeometry& g, int64_t n, const T* x, T* cols) {
 // Zeroing the padding entries of cols first makes the wrapped-around part of
 // the block add a no-op, which is why col2im may overwrite those entries.
 template <typename T>
-void col2im_same_width(const ConvGeometry& g, int64_t n, T* cols, T* dx) {
+void col2im_same_width(const kernels::ConvShape& g, int64_t n, T* cols, T* dx) {
   const int64_t k = g.kernel, pixels = g.out_pixels(), plane = g.height * g.width;
   for (int64_t c = 0; c < g.channels; ++c)
     for (int64_t ki = 0; ki < k; ++ki)
@@ -139,9 +142,9 @@ void col2im_same_width(const ConvGeometry& g, int64_t n, T* cols, T* dx) {
 
 }  // namespace
 
-void im2col(const Tensor& x, const ConvGeometry& g, const Tensor& cols) {
-  HPC_ASSERT(x.count() % g.in_count() == 0, "im2col: input is not whole samples");
-  const int64_t n = x.count() / g.in_count();
+void im2col(const Tensor& x, const kernels::ConvShape& g, const Tensor& cols) {
+  HPC_ASSERT(x.count() % g.sample_in_count() == 0, "im2col: input is not whole samples");
+  const int64_t n = x.count() / g.sample_in_count();
   HPC_ASSERT(cols.count() >= g.col_rows() * n * g.out_pixels() && cols.dtype() == x.dtype(),
              "im2col: column buffer too small");
   dispatch_float(x.dtype(), "im2col", [&]<typename T>() {
@@ -162,9 +165,9 @@ void im2col(const Tensor& x, const ConvGeometry& g, const Tensor& cols) {
   });
 }
 
-void col2im(const Tensor& cols, const ConvGeometry& g, const Tensor& dx) {
-  HPC_ASSERT(dx.count() % g.in_count() == 0, "col2im: output is not whole samples");
-  const int64_t n = dx.count() / g.in_count();
+void col2im(const Tensor& cols, const kernels::ConvShape& g, const Tensor& dx) {
+  HPC_ASSERT(dx.count() % g.sample_in_count() == 0, "col2im: output is not whole samples");
+  const int64_t n = dx.count() / g.sample_in_count();
   HPC_ASSERT(cols.count() >= g.col_rows() * n * g.out_pixels() && cols.dtype() == dx.dtype(),
              "col2im: column buffer too small");
   std::memset(dx.raw(), 0, dx.num_bytes());
@@ -191,6 +194,20 @@ void swap_leading_dims(const Tensor& src, const Tensor& dst, int64_t a, int64_t 
     for (int64_t i = 0; i < a; ++i)
       for (int64_t j = 0; j < b; ++j) std::copy_n(s + (i * b + j) * inner, inner, d + (j * a + i) * inner);
   });
+}
+
+// ---- the convolution ops ---------------------------------------------------------
+// The lowering is the CPU's method; a library (oneDNN) would go in front of
+// it here, with the lowering kept as its fallback.
+
+void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const kernels::ConvShape& g,
+                    const Tensor& y, ConvScratch& scratch) {
+  lowered_conv2d_forward(x, weight, bias, g, y, scratch);
+}
+
+void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const kernels::ConvShape& g,
+                     const Tensor& dweight, const Tensor& dbias, const Tensor& dx, ConvScratch& scratch) {
+  lowered_conv2d_backward(x, weight, dy, g, dweight, dbias, dx, scratch);
 }
 
 }  // namespace hpc::backend::cpu

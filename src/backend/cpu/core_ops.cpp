@@ -1,4 +1,4 @@
-// CPU core ops: OpenBLAS for GEMM, plain loops (auto-vectorised at -O3) for
+// CPU core ops (ops.def): OpenBLAS for GEMM, plain loops (auto-vectorised at -O3) for
 // the rest. Reductions accumulate in double so that a global gradient norm
 // does not depend on the summation order more than it must.
 #include <cblas.h>
@@ -6,8 +6,8 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/cpu/cpu_ops.h"
 #include "backend/dispatch.h"
+#include "backend/ops_impl.h"
 
 namespace hpc::backend::cpu {
 
@@ -52,6 +52,9 @@ void copy(const Tensor& src, const Tensor& dst) {
   HPC_ASSERT(src.device() == Device::CPU, "copy: device source needs the CUDA backend");
   if (src.raw() != dst.raw()) std::memmove(dst.raw(), src.raw(), src.num_bytes());
 }
+
+// Host to host there is nothing to overlap: a plain copy.
+void copy_async(const Tensor& src, const Tensor& dst) { copy(src, dst); }
 
 void convert(const Tensor& src, const Tensor& dst) {
   check_same_count(src, dst, "convert");

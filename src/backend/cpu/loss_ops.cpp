@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backend/cpu/nn_ops.h"
 #include "backend/dispatch.h"
+#include "backend/ops_impl.h"
 #include "kernels/loss_math.h"
 
 namespace hpc::backend::cpu {

@@ -6,9 +6,9 @@
 #include <cstring>
 #include <type_traits>
 
-#include "backend/cpu/nn_ops.h"
 #include "backend/cpu/vec_math.h"
 #include "backend/dispatch.h"
+#include "backend/ops_impl.h"
 #include "kernels/activation_math.h"
 #include "kernels/random.h"
 
@@ -92,14 +92,14 @@ void gelu_backward_f32(const float* x, const float* dy, float* dx, int64_t n) {
 
 }  // namespace
 
-void activation_forward(Activation act, const Tensor& x, const Tensor& y) {
+void activation_forward(kernels::ActivationKind act, const Tensor& x, const Tensor& y) {
   check_same_count(x, y, "activation_forward");
   dispatch_float(y.dtype(), "activation_forward", [&]<typename T>() {
     switch (act) {
-      case Activation::Relu:
+      case kernels::ActivationKind::Relu:
         map_unary<T>(x, y, [](T v) { return kernels::relu_forward(v); });
         break;
-      case Activation::Gelu:
+      case kernels::ActivationKind::Gelu:
 #if HPC_CPU_VEC_EXP
         if constexpr (std::is_same_v<T, float>) {
           gelu_forward_f32(x.data<float>(), y.data<float>(), y.count());
@@ -108,22 +108,22 @@ void activation_forward(Activation act, const Tensor& x, const Tensor& y) {
 #endif
         map_unary<T>(x, y, [](T v) { return kernels::gelu_forward(v); });
         break;
-      case Activation::Tanh:
+      case kernels::ActivationKind::Tanh:
         map_unary<T>(x, y, [](T v) { return kernels::tanh_forward(v); });
         break;
     }
   });
 }
 
-void activation_backward(Activation act, const Tensor& x, const Tensor& y, const Tensor& dy,
+void activation_backward(kernels::ActivationKind act, const Tensor& x, const Tensor& y, const Tensor& dy,
                          const Tensor& dx) {
   check_same_count(dy, dx, "activation_backward");
   dispatch_float(dx.dtype(), "activation_backward", [&]<typename T>() {
     switch (act) {
-      case Activation::Relu:
+      case kernels::ActivationKind::Relu:
         map_binary<T>(x, dy, dx, [](T v, T g) { return kernels::relu_backward(v, g); });
         break;
-      case Activation::Gelu:
+      case kernels::ActivationKind::Gelu:
 #if HPC_CPU_VEC_EXP
         if constexpr (std::is_same_v<T, float>) {
           gelu_backward_f32(x.data<float>(), dy.data<float>(), dx.data<float>(), dx.count());
@@ -132,7 +132,7 @@ void activation_backward(Activation act, const Tensor& x, const Tensor& y, const
 #endif
         map_binary<T>(x, dy, dx, [](T v, T g) { return kernels::gelu_backward(v, g); });
         break;
-      case Activation::Tanh:
+      case kernels::ActivationKind::Tanh:
         map_binary<T>(y, dy, dx, [](T v, T g) { return kernels::tanh_backward(v, g); });
         break;
     }
@@ -172,8 +172,8 @@ void dropout_backward(const Tensor& dy, double p, uint64_t seed, uint64_t stream
 
 // ---- pooling ----------------------------------------------------------------
 
-void max_pool_forward(const Tensor& x, const PoolGeometry& g, const Tensor& y, const Tensor& argmax) {
-  const int64_t ho = g.out_height(), wo = g.out_width(), plane = g.height * g.width;
+void max_pool_forward(const Tensor& x, const kernels::PoolShape& g, const Tensor& y, const Tensor& argmax) {
+  const int64_t ho = g.out_h, wo = g.out_w, plane = g.height * g.width;
   const int64_t planes = x.count() / plane;
   HPC_ASSERT(y.count() == planes * ho * wo && argmax.count() == y.count() && argmax.dtype() == DType::I32,
              "max_pool_forward: shapes");
@@ -201,8 +201,9 @@ void max_pool_forward(const Tensor& x, const PoolGeometry& g, const Tensor& y, c
   });
 }
 
-void max_pool_backward(const Tensor& dy, const Tensor& argmax, const PoolGeometry& g, const Tensor& dx) {
-  const int64_t out_plane = g.out_height() * g.out_width(), plane = g.height * g.width;
+void max_pool_backward(const Tensor& dy, const Tensor& argmax, const kernels::PoolShape& g,
+                       const Tensor& dx) {
+  const int64_t out_plane = g.out_h * g.out_w, plane = g.height * g.width;
   const int64_t planes = dx.count() / plane;
   HPC_ASSERT(dy.count() == planes * out_plane && argmax.count() == dy.count(), "max_pool_backward: shapes");
   std::memset(dx.raw(), 0, dx.num_bytes());
@@ -216,8 +217,8 @@ void max_pool_backward(const Tensor& dy, const Tensor& argmax, const PoolGeometr
   });
 }
 
-void avg_pool_forward(const Tensor& x, const PoolGeometry& g, const Tensor& y) {
-  const int64_t ho = g.out_height(), wo = g.out_width(), plane = g.height * g.width;
+void avg_pool_forward(const Tensor& x, const kernels::PoolShape& g, const Tensor& y) {
+  const int64_t ho = g.out_h, wo = g.out_w, plane = g.height * g.width;
   const int64_t planes = x.count() / plane;
   HPC_ASSERT(y.count() == planes * ho * wo, "avg_pool_forward: shapes");
   dispatch_float(y.dtype(), "avg_pool_forward", [&]<typename T>() {
@@ -238,8 +239,8 @@ void avg_pool_forward(const Tensor& x, const PoolGeometry& g, const Tensor& y) {
   });
 }
 
-void avg_pool_backward(const Tensor& dy, const PoolGeometry& g, const Tensor& dx) {
-  const int64_t ho = g.out_height(), wo = g.out_width(), plane = g.height * g.width;
+void avg_pool_backward(const Tensor& dy, const kernels::PoolShape& g, const Tensor& dx) {
+  const int64_t ho = g.out_h, wo = g.out_w, plane = g.height * g.width;
   const int64_t planes = dx.count() / plane;
   HPC_ASSERT(dy.count() == planes * ho * wo, "avg_pool_backward: shapes");
   std::memset(dx.raw(), 0, dx.num_bytes());

@@ -1,4 +1,4 @@
-// CPU batch normalisation (Ioffe & Szegedy 2015), in the pieces ops_nn.h
+// CPU batch normalisation (Ioffe & Szegedy 2015), in the pieces ops.def
 // describes so that SyncBatchNorm can all-reduce between them.
 //
 // Sums are accumulated in double per (sample, channel) row. Normalisation
@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/cpu/nn_ops.h"
 #include "backend/dispatch.h"
+#include "backend/ops_impl.h"
 
 namespace hpc::backend::cpu {
 

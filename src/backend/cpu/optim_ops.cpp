@@ -2,7 +2,7 @@
 // element functions of kernels/optim_math.h (the same ones the CUDA kernels
 // call). The coefficients are built once per call, outside the loop, so the
 // loop body is pure T arithmetic and vectorises at -O3.
-#include "backend/cpu/optim_ops.h"
+#include "backend/ops_impl.h"
 
 #include "backend/dispatch.h"
 #include "core/error.h"

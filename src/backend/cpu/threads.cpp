@@ -5,13 +5,13 @@
 // CPU job scales badly. So: an explicit OPENBLAS_NUM_THREADS / OMP_NUM_THREADS
 // wins; else Slurm's SLURM_CPUS_PER_TASK; else the cores this process may
 // run on divided by the ranks on this node.
+#include "backend/cpu/threads.h"
+
 #include <cblas.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <cstdlib>
-
-#include "backend/cpu/cpu_ops.h"
 
 namespace hpc::backend::cpu {
 

@@ -13,7 +13,7 @@
 // The elementwise passes are written to vectorise (they were ~10% of a
 // gpt-small step as scalar loops): the softmax's exp is vec_math.h's exp8 in
 // float32, and LayerNorm's row sums keep independent partial sums.
-#include "backend/cpu/transformer_ops.h"
+#include "backend/ops_impl.h"
 
 #include <cblas.h>
 

@@ -1,15 +1,18 @@
-// 2-D convolution on the GPU with cuDNN (ops_conv.h's contract): the plan
-// for the shape comes from the cache (conv_plans.h), the workspace from the
+// 2-D convolution on the GPU (ops.def's contract) with cuDNN: the plan for
+// the shape comes from the cache (conv_plans.h), the workspace from the
 // context's scratch (at most ConvPlans::WORKSPACE_LIMIT), and the bias goes
-// through the same kernels as everywhere else.
+// through the same kernels as everywhere else. Tensors cuDNN does not take
+// (cudnn_aligned) go through the device-generic lowering (conv_lowering.h).
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
+#include "backend/conv_lowering.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/conv_plans.h"
 #include "backend/cuda/cuda_dispatch.h"
-#include "backend/cuda/cuda_ops.h"
+#include "backend/ops_impl.h"
 
 namespace hpc::backend::cuda {
 
@@ -126,26 +129,29 @@ struct Scalars {
   const void* one(DType t) const { return t == DType::F64 ? static_cast<const void*>(&d[1]) : &f[1]; }
 };
 
-ConvKey key_of(const Tensor& x, const Tensor& weight, const ConvGeometry& g) {
-  HPC_ASSERT(x.count() % g.in_count() == 0 && weight.count() % g.col_rows() == 0,
+ConvKey key_of(const Tensor& x, const Tensor& weight, const kernels::ConvShape& g) {
+  HPC_ASSERT(x.count() % g.sample_in_count() == 0 && weight.count() % g.col_rows() == 0,
              "convolution (CUDA): shapes");
-  return {x.dtype(), x.count() / g.in_count(),      g.channels, g.height,
-          g.width,   weight.count() / g.col_rows(), g.kernel,   g.stride,
+  return {x.dtype(), x.count() / g.sample_in_count(), g.channels, g.height,
+          g.width,   weight.count() / g.col_rows(),   g.kernel,   g.stride,
           g.pad};
 }
 
-void check_output(const Tensor& y, const ConvKey& k, const ConvGeometry& g, const char* what) {
+void check_output(const Tensor& y, const ConvKey& k, const kernels::ConvShape& g, const char* what) {
   HPC_ASSERT(y.count() == k.n * k.out_channels * g.out_pixels() && y.dtype() == k.dtype,
              std::string("convolution (CUDA): ") + what + " is " + y.shape().str());
 }
 
-}  // namespace
-
+// Whether cuDNN takes these tensors: every pointer 16-byte aligned. Parameters
+// are views into the flat buffer, so a layer with an odd-sized neighbour can
+// start anywhere; such a convolution runs as the lowering instead.
 bool cudnn_aligned(std::initializer_list<const Tensor*> tensors) {
   for (const Tensor* t : tensors)
     if (t->defined() && reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0) return false;
   return true;
 }
+
+}  // namespace
 
 const ConvPlan& ConvPlans::get(const ConvKey& key, cudnnHandle_t handle) {
   auto it = plans_.find(key);
@@ -153,9 +159,10 @@ const ConvPlan& ConvPlans::get(const ConvKey& key, cudnnHandle_t handle) {
   return *it->second;
 }
 
-void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeometry& g,
-                    const Tensor& y) {
+void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const kernels::ConvShape& g,
+                    const Tensor& y, ConvScratch& scratch) {
   require_device("conv2d_forward", {&x, &weight, &bias, &y});
+  if (!cudnn_aligned({&x, &weight, &y})) return lowered_conv2d_forward(x, weight, bias, g, y, scratch);
   const ConvKey k = key_of(x, weight, g);
   check_output(y, k, g, "y");
   HPC_ASSERT(weight.dtype() == k.dtype, "conv2d_forward: weight dtype");
@@ -169,9 +176,11 @@ void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, c
   if (bias.defined()) add_bias(y, bias, k.out_channels, g.out_pixels());
 }
 
-void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const ConvGeometry& g,
-                     const Tensor& dweight, const Tensor& dbias, const Tensor& dx) {
+void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const kernels::ConvShape& g,
+                     const Tensor& dweight, const Tensor& dbias, const Tensor& dx, ConvScratch& scratch) {
   require_device("conv2d_backward", {&x, &weight, &dy, &dweight, &dbias, &dx});
+  if (!cudnn_aligned({&x, &weight, &dy, &dweight, &dx}))
+    return lowered_conv2d_backward(x, weight, dy, g, dweight, dbias, dx, scratch);
   const ConvKey k = key_of(x, weight, g);
   check_output(dy, k, g, "dy");
   HPC_ASSERT(dweight.count() == weight.count() && dweight.dtype() == k.dtype, "conv2d_backward: dweight");

@@ -1,4 +1,4 @@
-// CUDA core ops (cuda_ops.h): cuBLAS for GEMM, kernels/ for the rest.
+// CUDA core ops (ops.def): cuBLAS for GEMM, kernels/ for the rest.
 //
 // GEMM precision: float32 is computed in true fp32 (CUBLAS_COMPUTE_32F, no
 // TF32), so fp32 means the same thing on both devices and the GPU-vs-CPU
@@ -10,7 +10,7 @@
 
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_dispatch.h"
-#include "backend/cuda/cuda_ops.h"
+#include "backend/ops_impl.h"
 #include "kernels/elementwise.cuh"
 #include "kernels/reduce.cuh"
 

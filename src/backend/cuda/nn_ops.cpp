@@ -1,4 +1,4 @@
-// CUDA neural-network ops (cuda_ops.h): shape checks, then one launcher of
+// CUDA neural-network ops (ops.def): shape checks, then one launcher of
 // kernels/ on the compute stream. The losses wait for their totals, which
 // they return to the host (a rank's loss and hit counts), like the CPU ops.
 #include <algorithm>
@@ -6,7 +6,7 @@
 
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_dispatch.h"
-#include "backend/cuda/cuda_ops.h"
+#include "backend/ops_impl.h"
 #include "kernels/batchnorm.cuh"
 #include "kernels/elementwise.cuh"
 #include "kernels/loss.cuh"
@@ -22,26 +22,6 @@ cudaStream_t stream() { return Context::get().compute(); }
 void check_same(const Tensor& a, const Tensor& b, const char* op) {
   HPC_ASSERT(a.count() == b.count() && a.dtype() == b.dtype(),
              std::string(op) + ": " + a.shape().str() + " vs " + b.shape().str());
-}
-
-kernels::ActivationKind kind(Activation a) {
-  switch (a) {
-    case Activation::Relu:
-      return kernels::ActivationKind::Relu;
-    case Activation::Gelu:
-      return kernels::ActivationKind::Gelu;
-    case Activation::Tanh:
-      return kernels::ActivationKind::Tanh;
-  }
-  return kernels::ActivationKind::Relu;
-}
-
-kernels::ConvShape conv_shape(const ConvGeometry& g, int64_t n) {
-  return {n, g.channels, g.height, g.width, g.kernel, g.stride, g.pad, g.out_height(), g.out_width()};
-}
-
-kernels::PoolShape pool_shape(const PoolGeometry& g, int64_t planes) {
-  return {planes, g.height, g.width, g.kernel, g.stride, g.out_height(), g.out_width()};
 }
 
 int64_t rows_of(const Tensor& x, int64_t channels, int64_t spatial) {
@@ -67,22 +47,23 @@ double* scratch_doubles(int64_t count) {
 
 // ---- activations -------------------------------------------------------------------
 
-void activation_forward(Activation act, const Tensor& x, const Tensor& y) {
+void activation_forward(kernels::ActivationKind act, const Tensor& x, const Tensor& y) {
   require_device("activation_forward", {&x, &y});
   check_same(x, y, "activation_forward");
   dispatch_storage(y.dtype(), "activation_forward", [&]<typename T>() {
-    kernels::activation_forward(kind(act), x.data<T>(), y.data<T>(), y.count(), stream());
+    kernels::activation_forward(act, x.data<T>(), y.data<T>(), y.count(), stream());
   });
 }
 
-void activation_backward(Activation act, const Tensor& x, const Tensor& y, const Tensor& dy,
+void activation_backward(kernels::ActivationKind act, const Tensor& x, const Tensor& y, const Tensor& dy,
                          const Tensor& dx) {
-  const Tensor& in = act == Activation::Tanh ? y : x;  // tanh differentiates at y (activation_math.h)
+  // tanh differentiates at y (activation_math.h).
+  const Tensor& in = act == kernels::ActivationKind::Tanh ? y : x;
   require_device("activation_backward", {&in, &dy, &dx});
   check_same(dy, dx, "activation_backward");
   check_same(in, dx, "activation_backward");
   dispatch_storage(dx.dtype(), "activation_backward", [&]<typename T>() {
-    kernels::activation_backward(kind(act), in.data<T>(), dy.data<T>(), dx.data<T>(), dx.count(), stream());
+    kernels::activation_backward(act, in.data<T>(), dy.data<T>(), dx.data<T>(), dx.count(), stream());
   });
 }
 
@@ -97,19 +78,19 @@ void elementwise_add(const Tensor& a, const Tensor& b, const Tensor& out) {
 
 // ---- convolution lowering -------------------------------------------------------------
 
-void im2col(const Tensor& x, const ConvGeometry& g, const Tensor& cols) {
+void im2col(const Tensor& x, const kernels::ConvShape& g, const Tensor& cols) {
   require_device("im2col", {&x, &cols});
-  HPC_ASSERT(x.count() % g.in_count() == 0, "im2col: input is not whole samples");
-  const kernels::ConvShape s = conv_shape(g, x.count() / g.in_count());
+  HPC_ASSERT(x.count() % g.sample_in_count() == 0, "im2col: input is not whole samples");
+  const kernels::ConvShape s = g.with_n(x.count() / g.sample_in_count());
   HPC_ASSERT(cols.count() >= s.col_count() && cols.dtype() == x.dtype(), "im2col: column buffer too small");
   dispatch_storage(x.dtype(), "im2col",
                    [&]<typename T>() { kernels::im2col(x.data<T>(), cols.data<T>(), s, stream()); });
 }
 
-void col2im(const Tensor& cols, const ConvGeometry& g, const Tensor& dx) {
+void col2im(const Tensor& cols, const kernels::ConvShape& g, const Tensor& dx) {
   require_device("col2im", {&cols, &dx});
-  HPC_ASSERT(dx.count() % g.in_count() == 0, "col2im: output is not whole samples");
-  const kernels::ConvShape s = conv_shape(g, dx.count() / g.in_count());
+  HPC_ASSERT(dx.count() % g.sample_in_count() == 0, "col2im: output is not whole samples");
+  const kernels::ConvShape s = g.with_n(dx.count() / g.sample_in_count());
   HPC_ASSERT(cols.count() >= s.col_count() && cols.dtype() == dx.dtype(), "col2im: column buffer too small");
   dispatch_storage(dx.dtype(), "col2im",
                    [&]<typename T>() { kernels::col2im(cols.data<T>(), dx.data<T>(), s, stream()); });
@@ -127,9 +108,9 @@ void swap_leading_dims(const Tensor& src, const Tensor& dst, int64_t a, int64_t 
 
 // ---- pooling -----------------------------------------------------------------------------
 
-void max_pool_forward(const Tensor& x, const PoolGeometry& g, const Tensor& y, const Tensor& argmax) {
+void max_pool_forward(const Tensor& x, const kernels::PoolShape& g, const Tensor& y, const Tensor& argmax) {
   require_device("max_pool_forward", {&x, &y, &argmax});
-  const kernels::PoolShape s = pool_shape(g, x.count() / (g.height * g.width));
+  const kernels::PoolShape s = g.with_planes(x.count() / g.in_pixels());
   HPC_ASSERT(
       y.count() == s.planes * s.out_pixels() && argmax.count() == y.count() && argmax.dtype() == DType::I32,
       "max_pool_forward: shapes");
@@ -138,9 +119,10 @@ void max_pool_forward(const Tensor& x, const PoolGeometry& g, const Tensor& y, c
   });
 }
 
-void max_pool_backward(const Tensor& dy, const Tensor& argmax, const PoolGeometry& g, const Tensor& dx) {
+void max_pool_backward(const Tensor& dy, const Tensor& argmax, const kernels::PoolShape& g,
+                       const Tensor& dx) {
   require_device("max_pool_backward", {&dy, &argmax, &dx});
-  const kernels::PoolShape s = pool_shape(g, dx.count() / (g.height * g.width));
+  const kernels::PoolShape s = g.with_planes(dx.count() / g.in_pixels());
   HPC_ASSERT(dy.count() == s.planes * s.out_pixels() && argmax.count() == dy.count(),
              "max_pool_backward: shapes");
   dispatch_storage(dx.dtype(), "max_pool_backward", [&]<typename T>() {
@@ -148,17 +130,17 @@ void max_pool_backward(const Tensor& dy, const Tensor& argmax, const PoolGeometr
   });
 }
 
-void avg_pool_forward(const Tensor& x, const PoolGeometry& g, const Tensor& y) {
+void avg_pool_forward(const Tensor& x, const kernels::PoolShape& g, const Tensor& y) {
   require_device("avg_pool_forward", {&x, &y});
-  const kernels::PoolShape s = pool_shape(g, x.count() / (g.height * g.width));
+  const kernels::PoolShape s = g.with_planes(x.count() / g.in_pixels());
   HPC_ASSERT(y.count() == s.planes * s.out_pixels(), "avg_pool_forward: shapes");
   dispatch_storage(y.dtype(), "avg_pool_forward",
                    [&]<typename T>() { kernels::avg_pool_forward(x.data<T>(), y.data<T>(), s, stream()); });
 }
 
-void avg_pool_backward(const Tensor& dy, const PoolGeometry& g, const Tensor& dx) {
+void avg_pool_backward(const Tensor& dy, const kernels::PoolShape& g, const Tensor& dx) {
   require_device("avg_pool_backward", {&dy, &dx});
-  const kernels::PoolShape s = pool_shape(g, dx.count() / (g.height * g.width));
+  const kernels::PoolShape s = g.with_planes(dx.count() / g.in_pixels());
   HPC_ASSERT(dy.count() == s.planes * s.out_pixels(), "avg_pool_backward: shapes");
   dispatch_storage(dx.dtype(), "avg_pool_backward", [&]<typename T>() {
     kernels::avg_pool_backward(dy.data<T>(), dx.data<T>(), s, stream());
@@ -274,14 +256,30 @@ void batchnorm_backward_dx(const Tensor& x, const Tensor& dy, const Tensor& mean
 
 // ---- dropout ---------------------------------------------------------------------------
 
-void dropout_forward(const Tensor& x, double p, uint64_t seed, uint64_t stream_id, uint64_t index_offset,
-                     const Tensor& y) {
-  require_device("dropout_forward", {&x, &y});
-  check_same(x, y, "dropout_forward");
+namespace {
+
+// y = mask·x/(1 − p) with the mask of (seed, stream_id, index_offset): forward and backward alike.
+void apply_dropout(const char* op, const Tensor& x, double p, uint64_t seed, uint64_t stream_id,
+                   uint64_t index_offset, const Tensor& y) {
+  require_device(op, {&x, &y});
+  check_same(x, y, op);
   HPC_ASSERT(p >= 0 && p < 1, "dropout: p outside [0, 1)");
-  dispatch_storage(y.dtype(), "dropout_forward", [&]<typename T>() {
+  dispatch_storage(y.dtype(), op, [&]<typename T>() {
     kernels::dropout(x.data<T>(), y.data<T>(), y.count(), p, seed, stream_id, index_offset, stream());
   });
+}
+
+}  // namespace
+
+void dropout_forward(const Tensor& x, double p, uint64_t seed, uint64_t stream_id, uint64_t index_offset,
+                     const Tensor& y) {
+  apply_dropout("dropout_forward", x, p, seed, stream_id, index_offset, y);
+}
+
+// The same mask and scale as forward: the op is linear.
+void dropout_backward(const Tensor& dy, double p, uint64_t seed, uint64_t stream_id, uint64_t index_offset,
+                      const Tensor& dx) {
+  apply_dropout("dropout_backward", dy, p, seed, stream_id, index_offset, dx);
 }
 
 // ---- losses ------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
-// CUDA optimizer and mixed-precision ops (cuda_ops.h). The per-step
+// CUDA optimizer and mixed-precision ops (ops.def). The per-step
 // coefficients are built on the host exactly as the CPU backend builds them
 // (optim_math.h); the kernels apply the same element rules.
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_dispatch.h"
-#include "backend/cuda/cuda_ops.h"
+#include "backend/ops_impl.h"
 #include "kernels/optim.cuh"
 #include "kernels/reduce.cuh"
 
@@ -67,6 +67,8 @@ void optim_update(const OptimHyper& h, bool decay, const Tensor& params, const T
 
 int64_t unscale_grads(const Tensor& grads, const Tensor& out, double inv_scale) {
   require_device("unscale_grads", {&grads, &out});
+  HPC_ASSERT(out.dtype() == DType::F32 && out.count() == grads.count() && out.device() == grads.device(),
+             "unscale_grads: out must be float32 of the gradients' count and device");
   return count_on_device([&](unsigned long long* counter, cudaStream_t s) {
     dispatch_storage(grads.dtype(), "unscale_grads", [&]<typename G>() {
       if constexpr (std::is_same_v<G, double>)

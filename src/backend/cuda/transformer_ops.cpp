@@ -1,4 +1,4 @@
-// CUDA transformer ops (ops_transformer.h): shape checks, scratch, and the
+// CUDA transformer ops (ops.def): shape checks, scratch, and the
 // calls into kernels/transformer.cuh and cuBLAS. Same contracts as the CPU
 // ops (backend/cpu/transformer_ops.cpp), with these GPU-side choices:
 //
@@ -27,8 +27,7 @@
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/cuda_dispatch.h"
-#include "backend/cuda/cuda_ops.h"
-#include "backend/ops_core.h"
+#include "backend/ops_impl.h"
 #include "kernels/transformer.cuh"
 #include "kernels/transformer_math.h"
 #include "kernels/transformer_plan.h"

@@ -5,17 +5,17 @@
 
 namespace hpc::nn {
 
-ActivationLayer::ActivationLayer(backend::Activation act, const LayerArgs& args) : act_(act) {
+ActivationLayer::ActivationLayer(kernels::ActivationKind act, const LayerArgs& args) : act_(act) {
   ArgReader(args, {}).finish();
 }
 
 std::string ActivationLayer::spec() const {
   switch (act_) {
-    case backend::Activation::Relu:
+    case kernels::ActivationKind::Relu:
       return "relu";
-    case backend::Activation::Gelu:
+    case kernels::ActivationKind::Gelu:
       return "gelu";
-    case backend::Activation::Tanh:
+    case kernels::ActivationKind::Tanh:
       return "tanh";
   }
   return "?";

@@ -6,8 +6,7 @@
 // initialised with the 1/√(2·layers) scale).
 #include <cmath>
 
-#include "backend/ops_core.h"
-#include "backend/ops_transformer.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/transformer.h"

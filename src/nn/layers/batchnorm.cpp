@@ -15,7 +15,7 @@
 // stream-ordered on NCCL (the collective runs after the kernels that wrote
 // them, the kernels that read them wait for it, the host does not) and is
 // the blocking allreduce on MPI. The layer itself knows no communicator.
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/layers.h"

@@ -1,7 +1,7 @@
 // 2-D convolution (NCHW, square kernel): argument checks, shapes and
 // parameters here; the computation is backend::conv2d_forward/backward
-// (ops_conv.h), which is cuDNN on the GPU and im2col + GEMM on the CPU.
-#include "backend/ops_conv.h"
+// (backend/ops.def), which is cuDNN on the GPU and im2col + GEMM on the CPU.
+#include "backend/ops.h"
 #include "core/error.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/layers.h"
@@ -27,15 +27,13 @@ std::string Conv2d::spec() const {
 
 Shape Conv2d::build(const Shape& in, DType dtype) {
   if (in.rank() != 3) throw_layer_error(text_, "needs a CxHxW input, got " + in.str());
-  geom_.channels = in[0];
-  geom_.height = in[1];
-  geom_.width = in[2];
+  geom_ = kernels::ConvShape::make(1, in[0], in[1], in[2], geom_.kernel, geom_.stride, geom_.pad);
   const int64_t k = geom_.kernel, p = geom_.pad;
   if (k > geom_.height + 2 * p || k > geom_.width + 2 * p)
     throw_layer_error(text_, "kernel " + std::to_string(k) + " larger than the " +
                                  std::to_string(geom_.height) + "x" + std::to_string(geom_.width) +
                                  " input (pad " + std::to_string(p) + ")");
-  return Shape{out_, geom_.out_height(), geom_.out_width()};
+  return Shape{out_, geom_.out_h, geom_.out_w};
 }
 
 std::vector<ParamSpec> Conv2d::param_specs() const {

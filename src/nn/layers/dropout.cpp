@@ -6,7 +6,7 @@
 // it, and a resumed run draws the same masks. Rank r (ctx.rank) draws
 // indices [r·count, (r+1)·count): the ranks' masks differ, and N ranks with
 // batch b draw exactly the mask of one rank with batch N·b.
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "kernels/random.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/layers.h"

@@ -5,8 +5,7 @@
 // tied_to "embed.token"; Model binds it to the embedding's parameter and
 // gradient, so the head's backward adds dlogitsᵀ·h into the gradient the
 // embedding's backward adds its scatter into.
-#include "backend/ops_core.h"
-#include "backend/ops_transformer.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/transformer.h"

@@ -1,6 +1,6 @@
 // flatten: [C,H,W] → [C·H·W]. The memory layout does not change, so both
 // directions are plain copies (the model gives every layer its own output).
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/layers.h"
 

@@ -3,7 +3,7 @@
 //   h = x + attn(ln1(x));   y = h + proj(gelu(fc(ln2(h))))
 //
 // with the MLP 4× as wide as the stream and GELU's tanh approximation (the
-// one GPT-2 uses; backend::Activation::Gelu). The MLP's output projection
+// one GPT-2 uses; kernels::ActivationKind::Gelu). The MLP's output projection
 // writes into the residual stream, so like attn's it is initialised with the
 // 1/√(2·layers) scale.
 //
@@ -17,8 +17,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backend/ops_core.h"
-#include "backend/ops_nn.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/transformer.h"
@@ -137,7 +136,7 @@ void GptBlock::run_forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) 
   ln2_->forward(h1, a2, ctx);
   backend::gemm(false, true, rows, 4 * c, c, 1.0, a2, w_fc_, 0.0, f);
   backend::add_bias(f, b_fc_, 4 * c, 1);
-  backend::activation_forward(backend::Activation::Gelu, f, g);
+  backend::activation_forward(kernels::ActivationKind::Gelu, f, g);
   if (!y.defined()) return;
   backend::gemm(false, true, rows, c, 4 * c, 1.0, g, w_out_, 0.0, y);
   backend::add_bias(y, b_out_, c, 1);
@@ -166,7 +165,7 @@ void GptBlock::backward(const Tensor& x, const Tensor&, const Tensor& dy, const 
   backend::gemm(true, false, c, 4 * c, rows, 1.0, dy, g, 1.0, dw_out_);
   backend::bias_grad(dy, db_out_, c, 1);
   backend::gemm(false, false, rows, 4 * c, c, 1.0, dy, w_out_, 0.0, dg);
-  backend::activation_backward(backend::Activation::Gelu, f, g, dg, dg);  // in place: dg becomes d(fc)
+  backend::activation_backward(kernels::ActivationKind::Gelu, f, g, dg, dg);  // in place: dg becomes d(fc)
   backend::gemm(true, false, 4 * c, c, rows, 1.0, dg, a2, 1.0, dw_fc_);
   backend::bias_grad(dg, db_fc_, 4 * c, 1);
   backend::gemm(false, false, rows, c, 4 * c, 1.0, dg, w_fc_, 0.0, da2);

@@ -2,7 +2,7 @@
 // features are normalised on their own, so unlike BatchNorm nothing depends
 // on the batch or on other ranks, and there are no running statistics.
 // gamma starts at 1, beta at 0; neither is weight-decayed.
-#include "backend/ops_transformer.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/transformer.h"

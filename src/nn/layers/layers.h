@@ -17,8 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/ops_conv.h"
-#include "backend/ops_nn.h"
+#include "backend/ops.h"
 #include "nn/layer.h"
 
 namespace hpc::nn {
@@ -45,7 +44,7 @@ class Linear final : public Layer {
   Tensor weight_, bias_, dweight_, dbias_;
 };
 
-// Convolution through backend::conv2d_forward/backward (ops_conv.h): cuDNN on
+// Convolution through backend::conv2d_forward/backward (backend/ops.def): cuDNN on
 // the GPU; on the CPU im2col + GEMM, the columns of a chunk of samples side
 // by side ([C·k·k, n·Ho·Wo]) so each chunk is ONE large GEMM, the chunk size
 // bounded by a column budget so memory stays bounded for any batch.
@@ -68,7 +67,7 @@ class Conv2d final : public Layer {
   std::string text_;
   int64_t out_ = 0;
   bool has_bias_ = true;
-  backend::ConvGeometry geom_;
+  kernels::ConvShape geom_;
   Tensor weight_, bias_, dweight_, dbias_;
   backend::ConvScratch scratch_;  // reused from call to call
 };
@@ -87,7 +86,7 @@ class Pool2d final : public Layer {
  private:
   Kind kind_;
   std::string text_;
-  backend::PoolGeometry geom_;
+  kernels::PoolShape geom_;
   Tensor argmax_;  // I32, max pooling only
 };
 
@@ -136,7 +135,7 @@ class BatchNorm final : public Layer {
 // relu, gelu (tanh approximation), tanh.
 class ActivationLayer final : public Layer {
  public:
-  ActivationLayer(backend::Activation act, const LayerArgs& args);
+  ActivationLayer(kernels::ActivationKind act, const LayerArgs& args);
   std::string spec() const override;
   Shape build(const Shape& in, DType dtype) override { return in; }
   void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
@@ -144,7 +143,7 @@ class ActivationLayer final : public Layer {
                 const RunCtx& ctx) override;
 
  private:
-  backend::Activation act_;
+  kernels::ActivationKind act_;
 };
 
 // Inverted dropout; identity in evaluation. The mask is a pure function of

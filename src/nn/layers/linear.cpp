@@ -1,7 +1,7 @@
 // Fully connected layer: y = x·Wᵀ + b with W stored [out, in] (PyTorch's
 // layout, so checkpoints and init formulas carry over). All three products
 // of forward and backward are single GEMMs over the whole batch.
-#include "backend/ops_core.h"
+#include "backend/ops.h"
 #include "core/error.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/layers.h"

@@ -25,9 +25,7 @@ std::string Pool2d::spec() const {
 
 Shape Pool2d::build(const Shape& in, DType) {
   if (in.rank() != 3) throw_layer_error(text_, "needs a CxHxW input, got " + in.str());
-  geom_.channels = in[0];
-  geom_.height = in[1];
-  geom_.width = in[2];
+  geom_ = kernels::PoolShape::make(in[0], in[1], in[2], geom_.kernel, geom_.stride);
   const std::string k = std::to_string(geom_.kernel),
                     hw = std::to_string(in[1]) + "x" + std::to_string(in[2]);
   if (geom_.kernel > geom_.height || geom_.kernel > geom_.width)
@@ -36,7 +34,7 @@ Shape Pool2d::build(const Shape& in, DType) {
     throw_layer_error(text_, k + "x" + k + " windows with stride " + std::to_string(geom_.stride) +
                                  " do not tile the " + hw +
                                  " input (the last rows or columns would be dropped)");
-  return Shape{geom_.channels, geom_.out_height(), geom_.out_width()};
+  return Shape{geom_.planes, geom_.out_h, geom_.out_w};
 }
 
 void Pool2d::forward(const Tensor& x, const Tensor& y, const RunCtx&) {

@@ -22,7 +22,7 @@ Factory pool(Pool2d::Kind kind) {
   return [kind](const LayerArgs& a) { return std::make_unique<Pool2d>(kind, a); };
 }
 
-Factory activation(backend::Activation act) {
+Factory activation(kernels::ActivationKind act) {
   return [act](const LayerArgs& a) { return std::make_unique<ActivationLayer>(act, a); };
 }
 
@@ -37,14 +37,14 @@ const std::map<std::string, Factory>& factories() {
       {"embed", plain<Embedding>()},
       {"flatten", plain<Flatten>()},
       {"gap", plain<GlobalAvgPool>()},
-      {"gelu", activation(backend::Activation::Gelu)},
+      {"gelu", activation(kernels::ActivationKind::Gelu)},
       {"linear", plain<Linear>()},
       {"lm_head", plain<TiedHead>()},
       {"ln", plain<LayerNorm>()},
       {"maxpool", pool(Pool2d::Kind::Max)},
-      {"relu", activation(backend::Activation::Relu)},
+      {"relu", activation(kernels::ActivationKind::Relu)},
       {"res", plain<Residual>()},
-      {"tanh", activation(backend::Activation::Tanh)},
+      {"tanh", activation(kernels::ActivationKind::Tanh)},
   };
   return table;
 }

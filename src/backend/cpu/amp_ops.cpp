@@ -1,19 +1,16 @@
-// Dispatch for the mixed-precision ops (ops_amp.h). The CPU versions are
-// plain loops over the same element function the CUDA kernel calls; they
-// serve float32/float64 tensors (the CPU has no 16-bit compute path) and
-// let the CPU tests exercise the GPU's arithmetic.
-#include "backend/ops_amp.h"
-
-#include "backend/cuda/cuda_ops.h"
+// CPU mixed-precision ops (ops.def): plain loops over the same element
+// functions the CUDA kernels call (kernels/amp_math.h). They serve float32
+// and float64 tensors (the CPU has no 16-bit compute path) and let the CPU
+// tests exercise the GPU's arithmetic.
 #include "backend/dispatch.h"
+#include "backend/ops_impl.h"
 #include "kernels/amp_math.h"
 
-namespace hpc::backend {
+namespace hpc::backend::cpu {
 
 int64_t unscale_grads(const Tensor& grads, const Tensor& out, double inv_scale) {
   HPC_ASSERT(out.dtype() == DType::F32 && out.count() == grads.count() && out.device() == grads.device(),
              "unscale_grads: out must be float32 of the gradients' count and device");
-  if (!on_cpu(grads)) return cuda::unscale_grads(grads, out, inv_scale);
   return dispatch_float(grads.dtype(), "unscale_grads", [&]<typename T>() {
     const T* g = grads.data<T>();
     float* o = out.data<float>();
@@ -29,7 +26,6 @@ int64_t unscale_grads(const Tensor& grads, const Tensor& out, double inv_scale) 
 }
 
 int64_t count_nonfinite(const Tensor& x) {
-  if (!on_cpu(x)) return cuda::count_nonfinite(x);
   return dispatch_float(x.dtype(), "count_nonfinite", [&]<typename T>() {
     int64_t bad = 0;
     for (int64_t i = 0; i < x.count(); ++i) bad += kernels::is_finite_double(double(x.data<T>()[i])) ? 0 : 1;
@@ -37,4 +33,4 @@ int64_t count_nonfinite(const Tensor& x) {
   });
 }
 
-}  // namespace hpc::backend
+}  // namespace hpc::backend::cpu

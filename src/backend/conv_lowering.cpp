@@ -1,5 +1,6 @@
-// Convolution dispatch: cuDNN for CUDA tensors it takes, otherwise the
-// lowering to im2col + GEMM below (moved here unchanged from nn::Conv2d).
+// Convolution as im2col + GEMM (conv_lowering.h), moved unchanged from
+// nn::Conv2d: the same calls in the same order, so CPU results stay the same
+// bit for bit.
 //
 // Forward, per chunk of n samples:
 //   cols [C·k·k, n·P] = im2col(x)          P = Ho·Wo
@@ -10,13 +11,9 @@
 // end of a CNN gives P = 49: per-sample GEMMs would be far too thin). The
 // columns are recomputed in backward rather than kept: im2col is cheap next
 // to the GEMMs and this keeps the memory one chunk, not one batch.
-#include "backend/ops_conv.h"
+#include "backend/conv_lowering.h"
 
 #include <algorithm>
-
-#include "backend/cuda/cuda_ops.h"
-#include "backend/dispatch.h"
-#include "backend/ops_core.h"
 
 namespace hpc::backend {
 
@@ -29,15 +26,19 @@ Tensor reuse(Tensor& buf, const Shape& shape, DType dtype, Device device) {
   return buf.slice(0, shape);
 }
 
-int64_t chunk_samples(const ConvGeometry& g, int64_t batch, int64_t budget) {
+int64_t chunk_samples(const kernels::ConvShape& g, int64_t batch, int64_t budget) {
   const int64_t per_sample = g.col_rows() * g.out_pixels();
   return std::clamp<int64_t>(budget / per_sample, 1, std::max<int64_t>(batch, 1));
 }
 
-int64_t out_channels(const Tensor& weight, const ConvGeometry& g) { return weight.count() / g.col_rows(); }
+int64_t out_channels(const Tensor& weight, const kernels::ConvShape& g) {
+  return weight.count() / g.col_rows();
+}
 
-void lowered_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeometry& g,
-                     const Tensor& y, ConvScratch& s) {
+}  // namespace
+
+void lowered_conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                            const kernels::ConvShape& g, const Tensor& y, ConvScratch& s) {
   const int64_t batch = x.shape()[0], pixels = g.out_pixels(), rows = g.col_rows(),
                 oc = out_channels(weight, g);
   const int64_t chunk = chunk_samples(g, batch, s.column_budget);
@@ -57,8 +58,9 @@ void lowered_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, 
   if (bias.defined()) add_bias(y, bias, oc, pixels);
 }
 
-void lowered_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const ConvGeometry& g,
-                      const Tensor& dweight, const Tensor& dbias, const Tensor& dx, ConvScratch& s) {
+void lowered_conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy,
+                             const kernels::ConvShape& g, const Tensor& dweight, const Tensor& dbias,
+                             const Tensor& dx, ConvScratch& s) {
   const int64_t batch = x.shape()[0], pixels = g.out_pixels(), rows = g.col_rows(),
                 oc = out_channels(weight, g);
   if (dbias.defined()) bias_grad(dy, dbias, oc, pixels);
@@ -78,24 +80,6 @@ void lowered_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, c
     gemm(true, false, rows, n * pixels, oc, 1.0, weight, dyt, 0.0, cols);  // cols ← dcols
     col2im(cols, g, dx.rows(s0, s0 + n));
   }
-}
-
-}  // namespace
-
-// The lowering runs on either device (its ops dispatch too): it is the CPU's
-// method, and the GPU's for tensors cuDNN does not take.
-void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const ConvGeometry& g,
-                    const Tensor& y, ConvScratch& scratch) {
-  if (!on_cpu(y) && cuda::cudnn_aligned({&x, &weight, &y}))
-    return cuda::conv2d_forward(x, weight, bias, g, y);
-  lowered_forward(x, weight, bias, g, y, scratch);
-}
-
-void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const ConvGeometry& g,
-                     const Tensor& dweight, const Tensor& dbias, const Tensor& dx, ConvScratch& scratch) {
-  if (!on_cpu(dy) && cuda::cudnn_aligned({&x, &weight, &dy, &dweight, &dx}))
-    return cuda::conv2d_backward(x, weight, dy, g, dweight, dbias, dx);
-  lowered_backward(x, weight, dy, g, dweight, dbias, dx, scratch);
 }
 
 }  // namespace hpc::backend

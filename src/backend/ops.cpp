@@ -1,0 +1,29 @@
+// The dispatch of every op in ops.def, by macro expansion: an op goes to
+// backend/cuda when any of its device operands is a CUDA tensor (to the
+// stubs of backend/nocuda in a CPU-only build, which never has one), and to
+// backend/cpu otherwise. The dtype is the implementations' business.
+#include "backend/ops.h"
+
+#include "backend/ops_impl.h"
+
+namespace hpc::backend {
+
+namespace {
+
+template <typename... Tensors>
+bool any_on_gpu(const Tensors&... t) {
+  return ((t.device() != Device::CPU) || ...);
+}
+
+}  // namespace
+
+// `return f();` with a void f is allowed, so one definition fits every return type.
+#define HPC_OP(ret, name, params, args, device)    \
+  ret name params {                                \
+    if (any_on_gpu device) return cuda::name args; \
+    return cpu::name args;                         \
+  }
+#include "backend/ops.def"
+#undef HPC_OP
+
+}  // namespace hpc::backend
