@@ -35,7 +35,7 @@ GIT_COMMIT  := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown
 VERSION     := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 
 # -Wno-restrict: GCC 12 false positive on std::string concatenation (GCC bug 105329).
-WARN     := -Wall -Wextra -Wno-unused-parameter -Wno-restrict
+WARN     := -Wall -Wextra -Wno-restrict
 CPPFLAGS := -Isrc -I. $(MPI_CFLAGS) $(HDF5_CFLAGS) $(BLAS_CFLAGS) \
             -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1
 # The version strings go only into the two files that print them, so a new commit
@@ -69,7 +69,7 @@ ifeq ($(CUDA),1)
   CPPFLAGS  += -I$(CUDA_HOME)/include -DHPCTRAIN_CUDA=1
   LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lcudnn -lnccl
   NVCCFLAGS := -O3 -std=c++20 $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
-               -Xcompiler "-Wall -Wextra -Wno-unused-parameter" --expt-relaxed-constexpr
+               -Xcompiler "-Wall -Wextra" --expt-relaxed-constexpr
 else
   # Host code of the CUDA backend needs the CUDA headers; the stubs in nocuda/ replace it.
   LIB_SRC   := $(filter-out $(CUDA_HOST_SRC),$(LIB_SRC)) $(NOCUDA_SRC)

@@ -17,11 +17,11 @@ namespace hpc::kernels {
 
 // ---- whole tensor ---------------------------------------------------------------
 
-// Doubles of partials sum() needs for n elements.
+// Doubles of partials reduce_sum() needs for n elements.
 int64_t sum_partials(int64_t n);
 // *out (device) = Σ x[i] (or Σ x[i]² when squares), in double.
 template <typename T>
-void sum(const T* x, int64_t n, bool squares, double* partials, double* out, cudaStream_t stream);
+void reduce_sum(const T* x, int64_t n, bool squares, double* partials, double* out, cudaStream_t stream);
 
 // *count (device) += the number of elements of x that are inf or NaN.
 template <typename T>

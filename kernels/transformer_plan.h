@@ -46,7 +46,7 @@ struct SoftmaxRows {
 
 struct AttnStep {
   enum class Kind { Gemm, SoftmaxForward, SoftmaxBackward } kind;
-  CublasGemm gemm;
+  CublasGemm matmul;
   SoftmaxRows rows;
 };
 

@@ -42,15 +42,6 @@ struct OptimHyper {
   int64_t step = 1;                               // 1-based index of this step (Adam bias correction)
 };
 
-// Memory a convolution reuses from call to call (one per layer). The
-// lowering keeps its column buffers here; the column budget bounds them.
-struct ConvScratch {
-  Tensor cols, gemm_out;
-  // 4 MiB of float columns: large enough for a wide GEMM, small enough to stay in L3
-  // while the GEMM reads it (measured best of 2^18..2^22 on CIFAR/MNIST-sized layers).
-  int64_t column_budget = int64_t(1) << 20;
-};
-
 // ---- the ops (ops.def) ------------------------------------------------------------
 
 #define HPC_OP(ret, name, params, args, device) ret name params;

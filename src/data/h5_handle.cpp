@@ -50,7 +50,7 @@ namespace {
 // Walking upward visits the innermost frame first: the function that found
 // the problem, whose description is the specific one ("file signature not
 // found"); the outer frames only say "unable to open file".
-herr_t take_innermost(unsigned n, const H5E_error2_t* err, void* out) {
+herr_t take_innermost(unsigned /*depth*/, const H5E_error2_t* err, void* out) {
   auto* detail = static_cast<std::string*>(out);
   if (detail->empty() && err->desc && *err->desc) *detail = err->desc;
   return 0;

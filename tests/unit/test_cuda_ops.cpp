@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "backend/ops.h"
+#include "nn/layers/conv_lowering.h"
 #include "core/error.h"
 #include "device_compare.h"
 
@@ -434,11 +435,11 @@ TEST(CudaOps, Convolution) {
                    w = random64(Shape{c.out, g.channels, g.kernel, g.kernel}, 34);
       const Tensor b = random64(Shape{c.out}, 35), dyv = random64(ys, 36);
       const Tensor bias = c.bias ? on_dut(b, d) : Tensor(), rbias = c.bias ? rounded64(b, d) : Tensor();
-      ConvScratch s1, s2;
+      nn::ConvScratch s1, s2;
       const Tensor wd = misaligned ? offset_view(on_dut(w, d)) : on_dut(w, d);
       Tensor y(ys, d, dut()), ry(ys, DType::F64);
-      conv2d_forward(on_dut(x, d), wd, bias, g, y, s1);
-      conv2d_forward(rounded64(x, d), rounded64(w, d), rbias, g, ry, s2);
+      nn::conv2d_forward(on_dut(x, d), wd, bias, g, y, s1);
+      nn::conv2d_forward(rounded64(x, d), rounded64(w, d), rbias, g, ry, s2);
       Tol t = tol_for(d);
       if (d == DType::F32) t.rtol = 1e-4;  // up to 125-term sums in another order
       expect_close(y, ry, t, "forward");
@@ -447,8 +448,8 @@ TEST(CudaOps, Convolution) {
       Tensor rdw = rounded64(w, d);
       Tensor db = c.bias ? on_dut(b, d) : Tensor(), rdb = c.bias ? rounded64(b, d) : Tensor();
       Tensor dx(x.shape(), d, dut()), rdx(x.shape(), DType::F64);
-      conv2d_backward(on_dut(x, d), wd, on_dut(dyv, d), g, dw, db, dx, s1);
-      conv2d_backward(rounded64(x, d), rounded64(w, d), rounded64(dyv, d), g, rdw, rdb, rdx, s2);
+      nn::conv2d_backward(on_dut(x, d), wd, on_dut(dyv, d), g, dw, db, dx, s1);
+      nn::conv2d_backward(rounded64(x, d), rounded64(w, d), rounded64(dyv, d), g, rdw, rdb, rdx, s2);
       Tol tw = t;
       tw.atol *= 10;  // dW sums n·P = up to 192 products
       expect_close(dw, rdw, tw, "dweight");

@@ -411,7 +411,7 @@ struct HostAttnBuffers {
 void run_plan_on_cpu(const std::vector<AttnStep>& steps, const HostAttnBuffers& hb) {
   for (const AttnStep& step : steps) {
     if (step.kind == AttnStep::Kind::Gemm) {
-      const CublasGemm& g = step.gemm;
+      const CublasGemm& g = step.matmul;
       for (int64_t z = 0; z < g.batch; ++z) {
         const float *a = hb.at(g.a, z), *b = hb.at(g.b, z);
         float* c = hb.at(g.c, z);

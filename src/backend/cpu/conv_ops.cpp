@@ -1,11 +1,11 @@
-// CPU convolution: the convolution ops themselves, which run the
-// device-generic lowering (conv_lowering.h), and the pieces of that lowering
-// on the CPU: im2col / col2im and the [a, b] ↔ [b, a] swap that turns a
-// batched GEMM result into NCHW.
+// CPU convolution: the pieces of the lowering (nn/layers/conv_lowering.h) on
+// the CPU — im2col / col2im and the [a, b] ↔ [b, a] swap that turns a
+// batched GEMM result into NCHW — and the library convolution ops, which this
+// build does not have (conv2d_supported is false, so the layer lowers).
 //
 // The common case, stride 1 with "same" padding (3×3 pad 1, 1×1 pad 0), has
 // a fast path: a kernel tap (ki, kj) shifts the whole image by a constant
-// number of elements, so its row of columns is ONE contiguous copy, after
+// number of elements, so its row of columns is ONE contiguous memcpy, after
 // which the few elements that wrapped around a row edge are zeroed. That
 // matters for small feature maps (8×8), where a per-row walk spends more
 // time on loop overhead than on copying.
@@ -16,7 +16,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "backend/conv_lowering.h"
 #include "backend/dispatch.h"
 #include "backend/ops_impl.h"
 
@@ -90,7 +89,7 @@ Tap tap(const kernels::ConvShape& g, int64_t ki, int64_t kj) {
 // Zeroes the column entries of a tap whose input pixel is padding: whole
 // rows above and below the image, and |kj − pad| entries at one end of each
 // row in between. This runs once per (tap, sample): for small maps its loop
-// overhead, not the copy, sets the speed of im2col.
+// overhead, not the memcpy, sets the speed of im2col.
 template <typename T>
 inline void zero_padding(const kernels::ConvShape& g, const Tap& t, T* col) {
   const int64_t w = g.width, pixels = g.out_pixels();
@@ -117,7 +116,7 @@ void im2col_same_width(const kernels::ConvShape& g, int64_t n, const T* x, T* co
           const T* image = x + (s * g.channels + c) * plane;
           T* col = cols + ((c * k + ki) * k + kj) * n * pixels + s * pixels;
           for (int64_t i = t.first; i < t.last; ++i) col[i] = image[i + t.offset];
-          zero_padding(g, t, col);  // also clears what the block copy wrapped in from the next row
+          zero_padding(g, t, col);  // also clears what the block memcpy wrapped in from the next row
         }
       }
 }
@@ -152,15 +151,15 @@ void im2col(const Tensor& x, const kernels::ConvShape& g, const Tensor& cols) {
     const int64_t stride = g.stride;
     walk_columns<T>(g, n, x.data<T>(), cols.data<T>(), [stride](T* in, T* col, ValidRun run, int64_t wo) {
       if (in == nullptr) {
-        std::fill(col, col + wo, T(0));
+        std::fill_n(col, wo, T(0));
         return;
       }
-      std::fill(col, col + run.lo, T(0));
+      std::fill_n(col, run.lo, T(0));
       if (stride == 1)
-        std::copy(in + run.lo - run.shift, in + run.hi - run.shift, col + run.lo);
+        std::copy_n(in + run.lo - run.shift, run.hi - run.lo, col + run.lo);
       else
         for (int64_t ow = run.lo; ow < run.hi; ++ow) col[ow] = in[ow * stride - run.shift];
-      std::fill(col + run.hi, col + wo, T(0));
+      std::fill_n(col + run.hi, wo - run.hi, T(0));
     });
   });
 }
@@ -196,18 +195,17 @@ void swap_leading_dims(const Tensor& src, const Tensor& dst, int64_t a, int64_t 
   });
 }
 
-// ---- the convolution ops ---------------------------------------------------------
-// The lowering is the CPU's method; a library (oneDNN) would go in front of
-// it here, with the lowering kept as its fallback.
+// ---- the library convolution ops -------------------------------------------------
 
-void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const kernels::ConvShape& g,
-                    const Tensor& y, ConvScratch& scratch) {
-  lowered_conv2d_forward(x, weight, bias, g, y, scratch);
+bool conv2d_supported(const Tensor&, const Tensor&, const Tensor&, const kernels::ConvShape&) { return false; }
+
+void conv2d_forward(const Tensor&, const Tensor&, const kernels::ConvShape&, const Tensor&) {
+  throw Error(EXIT_INTERNAL, "conv2d_forward: no convolution library in this CPU build (the layer lowers)");
 }
 
-void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const kernels::ConvShape& g,
-                     const Tensor& dweight, const Tensor& dbias, const Tensor& dx, ConvScratch& scratch) {
-  lowered_conv2d_backward(x, weight, dy, g, dweight, dbias, dx, scratch);
+void conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const kernels::ConvShape&, const Tensor&,
+                     const Tensor&) {
+  throw Error(EXIT_INTERNAL, "conv2d_backward: no convolution library in this CPU build (the layer lowers)");
 }
 
 }  // namespace hpc::backend::cpu

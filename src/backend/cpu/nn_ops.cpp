@@ -158,7 +158,7 @@ void dropout_forward(const Tensor& x, double p, uint64_t seed, uint64_t stream, 
     const T keep_scale = T(1.0 / (1.0 - p));
     const int64_t n = y.count();
     for (int64_t i = 0; i < n; ++i) {
-      // Multiplying by 0 or the scale, not branching: the branch would be a coin flip.
+      // Multiplying by 0 or the factor 1/(1 − p), not branching: the branch would be a coin flip.
       const bool keep = kernels::random_uniform(seed, stream, offset + uint64_t(i)) >= p;
       yp[i] = xp[i] * (T(keep) * keep_scale);
     }
@@ -167,7 +167,7 @@ void dropout_forward(const Tensor& x, double p, uint64_t seed, uint64_t stream, 
 
 void dropout_backward(const Tensor& dy, double p, uint64_t seed, uint64_t stream, uint64_t offset,
                       const Tensor& dx) {
-  dropout_forward(dy, p, seed, stream, offset, dx);  // the same mask and scale: the op is linear
+  dropout_forward(dy, p, seed, stream, offset, dx);  // the same mask and factor: the op is linear
 }
 
 // ---- pooling ----------------------------------------------------------------

@@ -3,7 +3,7 @@
 //
 // Sums are accumulated in double per (sample, channel) row. Normalisation
 // and dx fold the per-channel constants first, so the per-element loops are
-// y = (x − mean)·scale + beta and dx = k1·dy + k2·(x − mean) + k3. Centring
+// y = (x − mean)·gain + beta and dx = k1·dy + k2·(x − mean) + k3. Centring
 // before scaling keeps float32 exact-ish when |mean| ≫ std.
 #include <algorithm>
 #include <cmath>
@@ -70,10 +70,10 @@ void batchnorm_stats(const Tensor& x, int64_t channels, int64_t spatial, const T
     for (int64_t s = 0; s < n; ++s)
       for (int64_t c = 0; c < channels; ++c) {
         const T* row = x.data<T>() + (s * channels + c) * spatial;
-        double sum = 0, sum_sq = 0;
-        row_sums(row, row, T(0), spatial, sum, sum_sq);
-        st[c] += sum;
-        st[channels + c] += sum_sq;
+        double total = 0, total_sq = 0;
+        row_sums(row, row, T(0), spatial, total, total_sq);
+        st[c] += total;
+        st[channels + c] += total_sq;
       }
   });
 }
@@ -120,12 +120,12 @@ void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invs
   HPC_ASSERT(y.count() == x.count(), "batchnorm_normalize: shapes");
   dispatch_float(y.dtype(), "batchnorm_normalize", [&]<typename T>() {
     for (int64_t c = 0; c < channels; ++c) {
-      const T scale = gamma.data<T>()[c] * invstd.data<T>()[c];
+      const T gain = gamma.data<T>()[c] * invstd.data<T>()[c];
       const T mu = mean.data<T>()[c], shift = beta.data<T>()[c];
       for (int64_t s = 0; s < n; ++s) {
         const T* in = x.data<T>() + (s * channels + c) * spatial;
         T* out = y.data<T>() + (s * channels + c) * spatial;
-        for (int64_t k = 0; k < spatial; ++k) out[k] = (in[k] - mu) * scale + shift;
+        for (int64_t k = 0; k < spatial; ++k) out[k] = (in[k] - mu) * gain + shift;
       }
     }
   });

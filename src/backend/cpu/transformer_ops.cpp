@@ -35,7 +35,7 @@ template <typename T>
 void softmax_row(T* row, int64_t n) {
   T mx = row[0];
   for (int64_t s = 1; s < n; ++s) mx = std::max(mx, row[s]);
-  T sum = 0;
+  T total = 0;
   int64_t s = 0;
 #if HPC_CPU_VEC_EXP
   if constexpr (std::is_same_v<T, float>) {
@@ -47,14 +47,14 @@ void softmax_row(T* row, int64_t n) {
       acc = _mm256_add_ps(acc, e);
     }
     if (s < n) store_partial(row + s, exp8(_mm256_sub_ps(load_partial(row + s, n - s), shift)), n - s);
-    sum = sum8(acc);
+    total = sum8(acc);
   }
 #endif
   for (int64_t i = s; i < n; ++i) {
     if constexpr (!std::is_same_v<T, float> || !HPC_CPU_VEC_EXP) row[i] = std::exp(row[i] - mx);
-    sum += row[i];
+    total += row[i];
   }
-  const T inv = T(1) / sum;
+  const T inv = T(1) / total;
   for (int64_t i = 0; i < n; ++i) row[i] *= inv;
 }
 
@@ -74,7 +74,7 @@ void gemm_ld(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T
 
 // Σ f(j) for j < n with LANES independent partial sums (a fixed order,
 // so the same bits on every run) that the compiler maps onto vector
-// registers: a single running sum would wait on the add latency per element.
+// registers: a single running total would wait on the add latency per element.
 constexpr int64_t LANES = 8;
 template <typename Acc, typename F>
 Acc row_sum(int64_t n, F f) {
@@ -188,14 +188,14 @@ void attention_forward(const Tensor& qkv, int64_t heads, const Tensor& probs, co
                  probs.count() >= b_n * heads * t_len * t_len,
              "attention_forward: shapes");
   dispatch_float(out.dtype(), "attention_forward", [&]<typename T>() {
-    const T scale = T(1.0 / std::sqrt(double(d)));
+    const T inv_sqrt_d = T(1.0 / std::sqrt(double(d)));
     for (int64_t b = 0; b < b_n; ++b)
       for (int64_t h = 0; h < heads; ++h) {
         const T* q = qkv.data<T>() + b * t_len * c3 + h * d;
         const T* k = q + c;
         const T* v = q + 2 * c;
         T* p = probs.data<T>() + (b * heads + h) * t_len * t_len;
-        gemm_ld<T>(false, true, t_len, t_len, d, scale, q, c3, k, c3, T(0), p, t_len);
+        gemm_ld<T>(false, true, t_len, t_len, d, inv_sqrt_d, q, c3, k, c3, T(0), p, t_len);
         for (int64_t t = 0; t < t_len; ++t) {
           T* row = p + t * t_len;
           softmax_row(row, t + 1);
@@ -214,7 +214,7 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& do
       dqkv.count() == qkv.count() && dout.count() == b_n * t_len * c && scratch.count() >= t_len * t_len,
       "attention_backward: shapes");
   dispatch_float(dqkv.dtype(), "attention_backward", [&]<typename T>() {
-    const T scale = T(1.0 / std::sqrt(double(d)));
+    const T inv_sqrt_d = T(1.0 / std::sqrt(double(d)));
     T* dp = scratch.data<T>();
     for (int64_t b = 0; b < b_n; ++b)
       for (int64_t h = 0; h < heads; ++h) {
@@ -238,8 +238,8 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& do
           for (int64_t s = 0; s <= t; ++s) g[s] = pr[s] * (g[s] - dot);
           for (int64_t s = t + 1; s < t_len; ++s) g[s] = T(0);
         }
-        gemm_ld<T>(false, false, t_len, d, t_len, scale, dp, t_len, k, c3, T(0), dq, c3);  // dQ = dS·K/√d
-        gemm_ld<T>(true, false, t_len, d, t_len, scale, dp, t_len, q, c3, T(0), dk, c3);  // dK = dSᵀ·Q/√d
+        gemm_ld<T>(false, false, t_len, d, t_len, inv_sqrt_d, dp, t_len, k, c3, T(0), dq, c3);  // dQ = dS·K/√d
+        gemm_ld<T>(true, false, t_len, d, t_len, inv_sqrt_d, dp, t_len, q, c3, T(0), dk, c3);  // dK = dSᵀ·Q/√d
       }
   });
 }

@@ -13,7 +13,7 @@
 //
 // Inputs are clamped to [-87.3, 88.3] (2ⁿ stays a normal float): below, the
 // result is ~1e-38 instead of 0, above it is 2.2e38 instead of +inf; GELU and
-// softmax only ever divide by 1 + exp or normalise by a sum ≥ 1, where the
+// softmax only ever divide by 1 + exp or normalise by a total ≥ 1, where the
 // difference is below a float's resolution.
 //
 // Only built with AVX2 + FMA (the default -march=x86-64-v3); without them
@@ -79,7 +79,7 @@ void map8(const float* a, const float* b, float* out, int64_t n, F f) {
   if (i < n) store_partial(out + i, f(load_partial(a + i, n - i), load_partial(b + i, n - i)), n - i);
 }
 
-// The eight lanes' sum, always in the same order.
+// The eight lanes' total, always in the same order.
 inline float sum8(__m256 v) {
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));

@@ -27,7 +27,7 @@ Context& Context::get() {
 Context::Context() {
   cudaCheck(cudaGetDevice(&device_));
   compute_ = make_stream();
-  copy_ = make_stream();
+  transfer_ = make_stream();
   comm_ = make_stream();
   conv_plans_ = std::make_unique<ConvPlans>();
 }

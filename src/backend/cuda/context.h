@@ -4,7 +4,7 @@
 // Streams (all non-blocking with respect to the legacy default stream):
 //   compute  every backend op, in program order — so ops need no events
 //            between them, and a tensor written by one op is ready for the next;
-//   copy     host→device batch copies (pinned memory), overlapping compute;
+//   transfer host→device batch uploads (pinned memory), overlapping compute;
 //   comm     collectives (NcclComm), ordered after compute with events so that
 //            gradient buckets reduce while backward continues.
 // Kernel launchers in kernels/ take their stream as an argument; only this
@@ -34,7 +34,7 @@ class Context {
 
   int device() const { return device_; }
   cudaStream_t compute() const { return compute_; }
-  cudaStream_t copy() const { return copy_; }
+  cudaStream_t transfer() const { return transfer_; }
   cudaStream_t comm() const { return comm_; }
 
   // Bound to the compute stream; created on first use (loading cuDNN takes a while).
@@ -58,7 +58,7 @@ class Context {
   Context();
 
   int device_ = -1;
-  Stream compute_, copy_, comm_;
+  Stream compute_, transfer_, comm_;
   CublasHandle cublas_;
   CudnnHandle cudnn_;
   DeviceMemory scratch_;

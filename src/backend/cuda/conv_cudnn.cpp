@@ -1,14 +1,12 @@
 // 2-D convolution on the GPU (ops.def's contract) with cuDNN: the plan for
 // the shape comes from the cache (conv_plans.h), the workspace from the
-// context's scratch (at most ConvPlans::WORKSPACE_LIMIT), and the bias goes
-// through the same kernels as everywhere else. Tensors cuDNN does not take
-// (cudnn_aligned) go through the device-generic lowering (conv_lowering.h).
+// context's scratch (at most ConvPlans::WORKSPACE_LIMIT). Tensors cuDNN does
+// not take (conv2d_supported: not 16-byte aligned) the layer lowers itself.
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
 #include <vector>
 
-#include "backend/conv_lowering.h"
 #include "backend/cuda/context.h"
 #include "backend/cuda/conv_plans.h"
 #include "backend/cuda/cuda_dispatch.h"
@@ -142,16 +140,15 @@ void check_output(const Tensor& y, const ConvKey& k, const kernels::ConvShape& g
              std::string("convolution (CUDA): ") + what + " is " + y.shape().str());
 }
 
-// Whether cuDNN takes these tensors: every pointer 16-byte aligned. Parameters
-// are views into the flat buffer, so a layer with an odd-sized neighbour can
-// start anywhere; such a convolution runs as the lowering instead.
-bool cudnn_aligned(std::initializer_list<const Tensor*> tensors) {
-  for (const Tensor* t : tensors)
-    if (t->defined() && reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0) return false;
+}  // namespace
+
+// Parameters are views into the flat buffer, so a layer with an odd-sized
+// neighbour can start anywhere; cuDNN wants every pointer 16-byte aligned.
+bool conv2d_supported(const Tensor& x, const Tensor& weight, const Tensor& y, const kernels::ConvShape&) {
+  for (const Tensor* t : {&x, &weight, &y})
+    if (reinterpret_cast<uintptr_t>(t->raw()) % 16 != 0) return false;
   return true;
 }
-
-}  // namespace
 
 const ConvPlan& ConvPlans::get(const ConvKey& key, cudnnHandle_t handle) {
   auto it = plans_.find(key);
@@ -159,10 +156,8 @@ const ConvPlan& ConvPlans::get(const ConvKey& key, cudnnHandle_t handle) {
   return *it->second;
 }
 
-void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const kernels::ConvShape& g,
-                    const Tensor& y, ConvScratch& scratch) {
-  require_device("conv2d_forward", {&x, &weight, &bias, &y});
-  if (!cudnn_aligned({&x, &weight, &y})) return lowered_conv2d_forward(x, weight, bias, g, y, scratch);
+void conv2d_forward(const Tensor& x, const Tensor& weight, const kernels::ConvShape& g, const Tensor& y) {
+  require_device("conv2d_forward", {&x, &weight, &y});
   const ConvKey k = key_of(x, weight, g);
   check_output(y, k, g, "y");
   HPC_ASSERT(weight.dtype() == k.dtype, "conv2d_forward: weight dtype");
@@ -173,18 +168,14 @@ void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, c
   const Scalars s;
   cudnnCheck(cudnnConvolutionForward(h, s.one(k.dtype), p.x, x.raw(), p.w, weight.raw(), p.fwd_conv, p.fwd,
                                      ws, p.fwd_bytes, s.zero(k.dtype), p.y, y.raw()));
-  if (bias.defined()) add_bias(y, bias, k.out_channels, g.out_pixels());
 }
 
 void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const kernels::ConvShape& g,
-                     const Tensor& dweight, const Tensor& dbias, const Tensor& dx, ConvScratch& scratch) {
-  require_device("conv2d_backward", {&x, &weight, &dy, &dweight, &dbias, &dx});
-  if (!cudnn_aligned({&x, &weight, &dy, &dweight, &dx}))
-    return lowered_conv2d_backward(x, weight, dy, g, dweight, dbias, dx, scratch);
+                     const Tensor& dweight, const Tensor& dx) {
+  require_device("conv2d_backward", {&x, &weight, &dy, &dweight, &dx});
   const ConvKey k = key_of(x, weight, g);
   check_output(dy, k, g, "dy");
   HPC_ASSERT(dweight.count() == weight.count() && dweight.dtype() == k.dtype, "conv2d_backward: dweight");
-  if (dbias.defined()) bias_grad(dy, dbias, k.out_channels, g.out_pixels());
   Context& ctx = Context::get();
   cudnnHandle_t h = ctx.cudnn();
   const ConvPlan& p = ctx.conv_plans().get(k, h);

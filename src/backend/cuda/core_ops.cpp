@@ -182,9 +182,9 @@ void copy_async(const Tensor& host_src, const Tensor& dst) {
   // op that waits for the GPU.
   Event before = make_event(), after = make_event();
   cudaCheck(cudaEventRecord(before, ctx.compute()));
-  cudaCheck(cudaStreamWaitEvent(ctx.copy(), before, 0));
-  cudaCheck(cudaMemcpyAsync(dst.raw(), host_src.raw(), dst.num_bytes(), cudaMemcpyHostToDevice, ctx.copy()));
-  cudaCheck(cudaEventRecord(after, ctx.copy()));
+  cudaCheck(cudaStreamWaitEvent(ctx.transfer(), before, 0));
+  cudaCheck(cudaMemcpyAsync(dst.raw(), host_src.raw(), dst.num_bytes(), cudaMemcpyHostToDevice, ctx.transfer()));
+  cudaCheck(cudaEventRecord(after, ctx.transfer()));
   cudaCheck(cudaStreamWaitEvent(ctx.compute(), after, 0));
   // Destroying an event that is still pending is allowed: the release is deferred until it completes.
 }
@@ -222,7 +222,7 @@ double reduce_to_host(const Tensor& x, bool squares, const char* op) {
   const int64_t parts = kernels::sum_partials(x.count());
   double* scratch = static_cast<double*>(ctx.scratch(sizeof(double) * static_cast<size_t>(parts + 1)));
   dispatch_storage(x.dtype(), op, [&]<typename T>() {
-    kernels::sum(ptr<T>(x, op), x.count(), squares, scratch, scratch + parts, ctx.compute());
+    kernels::reduce_sum(ptr<T>(x, op), x.count(), squares, scratch, scratch + parts, ctx.compute());
   });
   return *static_cast<const double*>(ctx.read_back(scratch + parts, sizeof(double)));
 }

@@ -276,7 +276,7 @@ void dropout_forward(const Tensor& x, double p, uint64_t seed, uint64_t stream_i
   apply_dropout("dropout_forward", x, p, seed, stream_id, index_offset, y);
 }
 
-// The same mask and scale as forward: the op is linear.
+// The same mask and factor as forward: the op is linear.
 void dropout_backward(const Tensor& dy, double p, uint64_t seed, uint64_t stream_id, uint64_t index_offset,
                       const Tensor& dx) {
   apply_dropout("dropout_backward", dy, p, seed, stream_id, index_offset, dx);
@@ -352,7 +352,7 @@ double squared_error(const Tensor& y, const Tensor& target, int64_t n_valid, dou
     kernels::squared_error(y.data<T>(), target.data<T>(), rows, k, grad_scale, ptr<T>(dy, "mse"), row_loss,
                            stream());
   });
-  kernels::sum(row_loss, rows, false, partials, total, stream());
+  kernels::reduce_sum(row_loss, rows, false, partials, total, stream());
   zero_rows(dy, rows, k);
   return *static_cast<const double*>(Context::get().read_back(total, sizeof(double)));
 }

@@ -61,12 +61,13 @@ EmbeddingShape embedding_shape(const Tensor& ids, const Tensor& wte, const Tenso
 
 // The CPU op's message for the bad id at index `bad`, or the 16-bit one.
 [[noreturn]] void throw_bad_token(const Tensor& ids, int64_t bad, int64_t vocab) {
-  // Widened on the device: the CPU backend has no 16-bit conversions.
-  const Tensor one = ids.view(Shape{ids.count()}).slice(bad, Shape{1});
-  Tensor one64(Shape{1}, DType::F64, ids.device()), value(Shape{1}, DType::F64);
-  backend::convert(one, one64);
-  copy(one64, value);
-  const double v = value.data<double>()[0];
+  // The one element, read back and widened on the host.
+  double v = 0;
+  dispatch_ids(ids.dtype(), [&]<typename T>() {
+    T host{};
+    cudaCheck(cudaMemcpy(&host, static_cast<const T*>(ids.raw()) + bad, sizeof(T), cudaMemcpyDeviceToHost));
+    v = static_cast<double>(host);
+  });
   const bool exact_in_range = v >= 0 && v < double(vocab) && v == std::floor(v);
   if (exact_in_range && (ids.dtype() == DType::BF16 || ids.dtype() == DType::F16))
     throw UserError("token id " + std::to_string(int64_t(v)) + " at position " + std::to_string(bad) +
@@ -145,7 +146,7 @@ void run_plan(const std::vector<kernels::AttnStep>& steps, const AttnBuffers& bu
     const kernels::SoftmaxRows& r = step.rows;
     switch (step.kind) {
       case kernels::AttnStep::Kind::Gemm:
-        run_gemm(step.gemm, buf, dtype_of<T>());
+        run_gemm(step.matmul, buf, dtype_of<T>());
         break;
       case kernels::AttnStep::Kind::SoftmaxForward:
         HPC_ASSERT(r.p.ld == r.t_len, "attention (CUDA): softmax rows must be contiguous");

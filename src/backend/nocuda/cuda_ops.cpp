@@ -10,13 +10,18 @@
 namespace hpc::backend::cuda {
 
 namespace {
-[[noreturn]] void unavailable(const char* op) {
-  throw Error(EXIT_INTERNAL, std::string(op) + ": a CUDA tensor in a build without CUDA");
-}
+// Called with the op's arguments, so that the stub uses every parameter.
+struct Unavailable {
+  const char* op;
+  template <typename... Args>
+  [[noreturn]] void operator()(const Args&...) const {
+    throw Error(EXIT_INTERNAL, std::string(op) + ": a CUDA tensor in a build without CUDA");
+  }
+};
 }  // namespace
 
 #define HPC_OP(ret, name, params, args, device) \
-  ret name params { unavailable(#name); }
+  ret name params { Unavailable{#name} args; }
 #include "backend/ops.def"
 #undef HPC_OP
 

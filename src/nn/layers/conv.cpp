@@ -1,8 +1,9 @@
 // 2-D convolution (NCHW, square kernel): argument checks, shapes and
-// parameters here; the computation is backend::conv2d_forward/backward
-// (backend/ops.def), which is cuDNN on the GPU and im2col + GEMM on the CPU.
-#include "backend/ops.h"
+// parameters here; the computation is conv_lowering.h's conv2d_forward/backward:
+// the device's convolution library where it takes the tensors (cuDNN), else
+// im2col + GEMM.
 #include "core/error.h"
+#include "nn/layers/conv_lowering.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/layers.h"
 
@@ -25,7 +26,7 @@ std::string Conv2d::spec() const {
          (has_bias_ ? ")" : ",bias=0)");
 }
 
-Shape Conv2d::build(const Shape& in, DType dtype) {
+Shape Conv2d::build(const Shape& in, DType) {
   if (in.rank() != 3) throw_layer_error(text_, "needs a CxHxW input, got " + in.str());
   geom_ = kernels::ConvShape::make(1, in[0], in[1], in[2], geom_.kernel, geom_.stride, geom_.pad);
   const int64_t k = geom_.kernel, p = geom_.pad;
@@ -57,11 +58,11 @@ void Conv2d::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& 
 int64_t Conv2d::forward_flops() const { return 2 * out_ * geom_.col_rows() * geom_.out_pixels(); }
 
 void Conv2d::forward(const Tensor& x, const Tensor& y, const RunCtx&) {
-  backend::conv2d_forward(x, weight_, bias_, geom_, y, scratch_);
+  conv2d_forward(x, weight_, bias_, geom_, y, scratch_);
 }
 
 void Conv2d::backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tensor& dx, const RunCtx&) {
-  backend::conv2d_backward(x, weight_, dy, geom_, dweight_, dbias_, dx, scratch_);
+  conv2d_backward(x, weight_, dy, geom_, dweight_, dbias_, dx, scratch_);
 }
 
 }  // namespace hpc::nn

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "nn/layers/conv_lowering.h"
 #include "nn/layer.h"
 
 namespace hpc::nn {
@@ -44,10 +45,11 @@ class Linear final : public Layer {
   Tensor weight_, bias_, dweight_, dbias_;
 };
 
-// Convolution through backend::conv2d_forward/backward (backend/ops.def): cuDNN on
-// the GPU; on the CPU im2col + GEMM, the columns of a chunk of samples side
-// by side ([C·k·k, n·Ho·Wo]) so each chunk is ONE large GEMM, the chunk size
-// bounded by a column budget so memory stays bounded for any batch.
+// Convolution: the device's library where it takes the tensors (cuDNN,
+// backend::conv2d_*), else im2col + GEMM (conv_lowering.h), the columns of a
+// chunk of samples side by side ([C·k·k, n·Ho·Wo]) so each chunk is ONE large
+// GEMM, the chunk size bounded by a column budget so memory stays bounded for
+// any batch.
 class Conv2d final : public Layer {
  public:
   explicit Conv2d(const LayerArgs& args);
@@ -69,7 +71,7 @@ class Conv2d final : public Layer {
   bool has_bias_ = true;
   kernels::ConvShape geom_;
   Tensor weight_, bias_, dweight_, dbias_;
-  backend::ConvScratch scratch_;  // reused from call to call
+  ConvScratch scratch_;  // reused from call to call
 };
 
 // maxpool / avgpool: square windows, no padding; the windows must tile the input.
@@ -137,7 +139,7 @@ class ActivationLayer final : public Layer {
  public:
   ActivationLayer(kernels::ActivationKind act, const LayerArgs& args);
   std::string spec() const override;
-  Shape build(const Shape& in, DType dtype) override { return in; }
+  Shape build(const Shape& in, DType) override { return in; }
   void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
                 const RunCtx& ctx) override;
@@ -152,7 +154,7 @@ class Dropout final : public Layer {
  public:
   explicit Dropout(const LayerArgs& args);
   std::string spec() const override;
-  Shape build(const Shape& in, DType dtype) override { return in; }
+  Shape build(const Shape& in, DType) override { return in; }
   void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
                 const RunCtx& ctx) override;
@@ -165,7 +167,7 @@ class Flatten final : public Layer {
  public:
   explicit Flatten(const LayerArgs& args);
   std::string spec() const override { return "flatten"; }
-  Shape build(const Shape& in, DType dtype) override { return Shape{in.count()}; }
+  Shape build(const Shape& in, DType) override { return Shape{in.count()}; }
   void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
                 const RunCtx& ctx) override;

@@ -18,7 +18,7 @@ Linear::Linear(const LayerArgs& args) {
 
 std::string Linear::spec() const { return "linear(" + std::to_string(out_) + (has_bias_ ? ")" : ",bias=0)"); }
 
-Shape Linear::build(const Shape& in, DType dtype) {
+Shape Linear::build(const Shape& in, DType) {
   in_ = in.count();
   if (in.rank() == 0 || in_ <= 0) throw_layer_error(text_, "needs a non-empty input, got " + in.str());
   return Shape{out_};

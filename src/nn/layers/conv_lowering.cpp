@@ -1,21 +1,24 @@
-// Convolution as im2col + GEMM (conv_lowering.h), moved unchanged from
-// nn::Conv2d: the same calls in the same order, so CPU results stay the same
-// bit for bit.
+// Convolution as im2col + GEMM (conv_lowering.h): the same calls in the
+// same order as ever, so CPU results stay the same bit for bit.
 //
 // Forward, per chunk of n samples:
 //   cols [C·k·k, n·P] = im2col(x)          P = Ho·Wo
 //   out  [OC, n·P]    = W [OC, C·k·k] · cols      (one GEMM for the chunk)
-//   y    [n, OC, P]   = swap(out)          (+ bias)
+//   y    [n, OC, P]   = swap(out)          (the layer adds the bias)
 // Backward: dyᵀ [OC, n·P] = swap(dy); dW += dyᵀ·colsᵀ; dcols = Wᵀ·dyᵀ; dx = col2im(dcols).
 // Batching samples into one GEMM matters for small feature maps (7×7 at the
 // end of a CNN gives P = 49: per-sample GEMMs would be far too thin). The
 // columns are recomputed in backward rather than kept: im2col is cheap next
 // to the GEMMs and this keeps the memory one chunk, not one batch.
-#include "backend/conv_lowering.h"
+#include "nn/layers/conv_lowering.h"
 
 #include <algorithm>
 
-namespace hpc::backend {
+#include "backend/ops.h"
+
+namespace hpc::nn {
+
+using namespace backend;  // the ops the lowering is made of
 
 namespace {
 
@@ -37,8 +40,8 @@ int64_t out_channels(const Tensor& weight, const kernels::ConvShape& g) {
 
 }  // namespace
 
-void lowered_conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias,
-                            const kernels::ConvShape& g, const Tensor& y, ConvScratch& s) {
+void lowered_conv2d_forward(const Tensor& x, const Tensor& weight, const kernels::ConvShape& g, const Tensor& y,
+                            ConvScratch& s) {
   const int64_t batch = x.shape()[0], pixels = g.out_pixels(), rows = g.col_rows(),
                 oc = out_channels(weight, g);
   const int64_t chunk = chunk_samples(g, batch, s.column_budget);
@@ -55,15 +58,12 @@ void lowered_conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor&
     gemm(false, false, oc, n * pixels, rows, 1.0, weight, cols, 0.0, out);
     swap_leading_dims(out, ys, oc, n, pixels);
   }
-  if (bias.defined()) add_bias(y, bias, oc, pixels);
 }
 
-void lowered_conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy,
-                             const kernels::ConvShape& g, const Tensor& dweight, const Tensor& dbias,
-                             const Tensor& dx, ConvScratch& s) {
+void lowered_conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const kernels::ConvShape& g,
+                             const Tensor& dweight, const Tensor& dx, ConvScratch& s) {
   const int64_t batch = x.shape()[0], pixels = g.out_pixels(), rows = g.col_rows(),
                 oc = out_channels(weight, g);
-  if (dbias.defined()) bias_grad(dy, dbias, oc, pixels);
   const int64_t chunk = chunk_samples(g, batch, s.column_budget);
   for (int64_t s0 = 0; s0 < batch; s0 += chunk) {
     const int64_t n = std::min(chunk, batch - s0);
@@ -82,4 +82,23 @@ void lowered_conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor
   }
 }
 
-}  // namespace hpc::backend
+void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const kernels::ConvShape& g,
+                    const Tensor& y, ConvScratch& scratch) {
+  if (backend::conv2d_supported(x, weight, y, g))
+    backend::conv2d_forward(x, weight, g, y);
+  else
+    lowered_conv2d_forward(x, weight, g, y, scratch);
+  if (bias.defined()) add_bias(y, bias, out_channels(weight, g), g.out_pixels());
+}
+
+void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const kernels::ConvShape& g,
+                     const Tensor& dweight, const Tensor& dbias, const Tensor& dx, ConvScratch& scratch) {
+  if (dbias.defined()) bias_grad(dy, dbias, out_channels(weight, g), g.out_pixels());
+  // The gradients share their tensors' layout, except dx, which is checked on its own.
+  if (backend::conv2d_supported(x, weight, dy, g) && (!dx.defined() || backend::conv2d_supported(dx, dweight, dy, g)))
+    backend::conv2d_backward(x, weight, dy, g, dweight, dx);
+  else
+    lowered_conv2d_backward(x, weight, dy, g, dweight, dx, scratch);
+}
+
+}  // namespace hpc::nn
