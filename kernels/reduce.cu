@@ -95,7 +95,7 @@ void bias_grad(const T* dy, T* dbias, int64_t rows, int64_t channels, int64_t sp
 // ---- instantiations ----------------------------------------------------------------
 
 #define HPC_REDUCE(T)                                                                     \
-  template void reduce_sum<T>(const T*, int64_t, bool, double*, double*, cudaStream_t);          \
+  template void reduce_sum<T>(const T*, int64_t, bool, double*, double*, cudaStream_t);   \
   template void count_nonfinite<T>(const T*, int64_t, unsigned long long*, cudaStream_t); \
   template void bias_grad<T>(const T*, T*, int64_t, int64_t, int64_t, double*, cudaStream_t);
 HPC_REDUCE(float)

@@ -40,5 +40,4 @@ void device_synchronize();
 // without CUDA. Call it after cuda_set_device.
 void* cuda_compute_stream();
 
-
 }  // namespace hpc::backend

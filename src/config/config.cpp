@@ -222,8 +222,8 @@ void check_combination(const Config& c, const std::map<std::string, std::string>
     throw UserError("options --train.epochs and --train.steps: one of them must be > 0 (got epochs=" +
                     std::to_string(c.train.epochs) + ", steps=" + std::to_string(c.train.steps) + ")");
   if ((c.command == Command::Train || c.command == Command::Eval) && c.data.path.empty())
-    throw UserError(std::string("option --data.path: required for ") + name_of(c.command) + " (an HDF5 dataset; " +
-                    HOW_TO_MAKE_DATA + ")");
+    throw UserError(std::string("option --data.path: required for ") + name_of(c.command) +
+                    " (an HDF5 dataset; " + HOW_TO_MAKE_DATA + ")");
   if ((c.command == Command::Eval || c.command == Command::Sample) && c.checkpoint.empty())
     throw UserError(std::string("option --checkpoint: required for ") + name_of(c.command) +
                     " (a ckpt-STEP.h5 file of a run)");

@@ -22,8 +22,8 @@ namespace hpc {
 // Validated once at parse time: the rest of the program switches on enums,
 // never compares option text.
 enum class Command { Train, Eval, Doctor, Sample };
-enum class DataCheck { Quick, Full };         // how much of the inputs to scan for non-finite values
-enum class SyncBn { Auto, On, Off };          // auto: on when the world size is > 1
+enum class DataCheck { Quick, Full };  // how much of the inputs to scan for non-finite values
+enum class SyncBn { Auto, On, Off };   // auto: on when the world size is > 1
 enum class OptimizerKind { Sgd, Adam, AdamW };
 enum class ScheduleKind { Constant, Step, Cosine };
 enum class LrScaling { None, Linear };        // linear: lr × global_batch / base_batch
@@ -60,11 +60,11 @@ E enum_named(std::string_view name) {
 }
 
 struct DataConfig {
-  std::string path;             // HDF5 file with /train and optionally /val
-  std::string val_path;         // optional separate validation file
-  int workers = 2;              // loader threads
-  int prefetch = 4;             // batches in flight
-  bool drop_last = true;        // drop the last partial global batch of an epoch
+  std::string path;       // HDF5 file with /train and optionally /val
+  std::string val_path;   // optional separate validation file
+  int workers = 2;        // loader threads
+  int prefetch = 4;       // batches in flight
+  bool drop_last = true;  // drop the last partial global batch of an epoch
   DataCheck check = DataCheck::Quick;
 };
 
@@ -88,7 +88,7 @@ struct OptimConfig {
   int64_t warmup_steps = 0;   // linear warmup over this many optimizer steps (step s gets peak·(s+1)/warmup)
   int64_t step_every = 1000;  // step schedule: multiply lr by gamma every this many steps
   double gamma = 0.1;
-  double min_lr = 0.0;              // cosine floor
+  double min_lr = 0.0;  // cosine floor
   LrScaling lr_scaling = LrScaling::None;
   int64_t base_batch = 256;
 };
@@ -114,7 +114,7 @@ struct DistConfig {
 };
 
 struct LogConfig {
-  int64_t every = 50;             // steps between step-table lines
+  int64_t every = 50;                            // steps between step-table lines
   ProgressStyle progress = ProgressStyle::Auto;  // auto: a bar on a TTY
 };
 

@@ -4,11 +4,11 @@
 
 namespace hpc {
 
-#define HPC_ENUM_NAMES(E, ...)                                    \
-  template <>                                                     \
-  std::span<const EnumName<E>> enum_names<E>() {                  \
-    static constexpr EnumName<E> names[] = {__VA_ARGS__};         \
-    return names;                                                 \
+#define HPC_ENUM_NAMES(E, ...)                            \
+  template <>                                             \
+  std::span<const EnumName<E>> enum_names<E>() {          \
+    static constexpr EnumName<E> names[] = {__VA_ARGS__}; \
+    return names;                                         \
   }
 
 HPC_ENUM_NAMES(Command, {Command::Train, "train"}, {Command::Eval, "eval"}, {Command::Doctor, "doctor"},
@@ -24,7 +24,8 @@ HPC_ENUM_NAMES(DeviceChoice, {DeviceChoice::Auto, "auto"}, {DeviceChoice::Cpu, "
                {DeviceChoice::Cuda, "cuda"})
 HPC_ENUM_NAMES(Precision, {Precision::Fp32, "fp32"}, {Precision::Bf16, "bf16"}, {Precision::Fp16, "fp16"})
 HPC_ENUM_NAMES(LossKind, {LossKind::Auto, "auto"}, {LossKind::CrossEntropy, "ce"}, {LossKind::Mse, "mse"})
-HPC_ENUM_NAMES(CommBackend, {CommBackend::Auto, "auto"}, {CommBackend::Mpi, "mpi"}, {CommBackend::Nccl, "nccl"})
+HPC_ENUM_NAMES(CommBackend, {CommBackend::Auto, "auto"}, {CommBackend::Mpi, "mpi"},
+               {CommBackend::Nccl, "nccl"})
 HPC_ENUM_NAMES(ProgressStyle, {ProgressStyle::Auto, "auto"}, {ProgressStyle::Bar, "bar"},
                {ProgressStyle::Plain, "plain"}, {ProgressStyle::None, "none"})
 

@@ -148,7 +148,8 @@ OptionSpec text(std::string name, Access acc, PathKind kind, std::string value_n
   s.set = [acc, kind](Config& c, const std::string& value) {
     if (kind == PathKind::NON_EMPTY && trim(value).empty()) throw BadValue("must not be empty");
     // doctor reports an unreadable input as a finding (exit 1) instead of failing here.
-    if (kind == PathKind::INPUT_FILE && !value.empty() && c.command != Command::Doctor) check_readable_file(value);
+    if (kind == PathKind::INPUT_FILE && !value.empty() && c.command != Command::Doctor)
+      check_readable_file(value);
     if (kind == PathKind::RESUME && !value.empty() && value != "auto") check_readable_file(value);
     acc(c) = value;
   };

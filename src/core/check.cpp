@@ -30,9 +30,9 @@ void fail_call(const char* library, const char* call, const std::string& message
                int exit_code, const char* device, const char* hint) {
   char host[256] = "?";
   gethostname(host, sizeof host);
-  std::fprintf(stderr, "hpctrain: error on rank %d (%s%s%s): %s call %s failed: %s (%s:%d)%s%s\n", launcher_rank(),
-               host, device ? ", " : "", device ? device : "", library, call, message.c_str(), file, line,
-               hint ? ": " : "", hint ? hint : "");
+  std::fprintf(stderr, "hpctrain: error on rank %d (%s%s%s): %s call %s failed: %s (%s:%d)%s%s\n",
+               launcher_rank(), host, device ? ", " : "", device ? device : "", library, call,
+               message.c_str(), file, line, hint ? ": " : "", hint ? hint : "");
   std::fflush(stderr);
   std::fflush(stdout);
   job_abort.load()(exit_code);

@@ -27,8 +27,9 @@ namespace hpc {
 // Prints "hpctrain: error on rank R (HOST[, DEVICE]): LIBRARY call CALL
 // failed: MESSAGE (FILE:LINE)[: HINT]" and ends the job with exit_code.
 // device: "cuda:0" or nullptr; hint: nullptr, or what the user can do.
-[[noreturn]] void fail_call(const char* library, const char* call, const std::string& message, const char* file,
-                            int line, int exit_code, const char* device = nullptr, const char* hint = nullptr);
+[[noreturn]] void fail_call(const char* library, const char* call, const std::string& message,
+                            const char* file, int line, int exit_code, const char* device = nullptr,
+                            const char* hint = nullptr);
 
 // How a failed call ends the job. Default: std::_Exit(exit_code) without
 // static destructors (they would call into a broken library). dist::Context
@@ -45,8 +46,8 @@ int launcher_rank();
 // `call` once; when `failed` (an expression of the result hpc_rc_) holds,
 // fail_call with `message` and `exit_code` (expressions of hpc_rc_ too) and
 // the trailing arguments of fail_call (device, hint).
-#define HPC_CHECK_CALL(library, call, failed, message, exit_code, ...)                               \
-  do {                                                                                              \
-    const auto hpc_rc_ = (call);                                                                    \
+#define HPC_CHECK_CALL(library, call, failed, message, exit_code, ...)                                       \
+  do {                                                                                                       \
+    const auto hpc_rc_ = (call);                                                                             \
     if (failed) ::hpc::fail_call(library, #call, (message), __FILE__, __LINE__, (exit_code), ##__VA_ARGS__); \
   } while (0)

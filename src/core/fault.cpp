@@ -35,13 +35,17 @@ struct PointName {
   FaultPoint point;
   const char* name;
 };
-constexpr PointName POINTS[] = {
-    {FaultPoint::Step, "step"},           {FaultPoint::StepEnd, "step_end"},
-    {FaultPoint::Backward, "backward"},   {FaultPoint::Allreduce, "allreduce"},
-    {FaultPoint::CkptWrite, "ckpt_write"}, {FaultPoint::CkptClose, "ckpt_close"},
-    {FaultPoint::CkptFsync, "ckpt_fsync"}, {FaultPoint::CkptRename, "ckpt_rename"},
-    {FaultPoint::Metrics, "metrics"},     {FaultPoint::DataRead, "data_read"},
-    {FaultPoint::RingSend, "ring_send"}};
+constexpr PointName POINTS[] = {{FaultPoint::Step, "step"},
+                                {FaultPoint::StepEnd, "step_end"},
+                                {FaultPoint::Backward, "backward"},
+                                {FaultPoint::Allreduce, "allreduce"},
+                                {FaultPoint::CkptWrite, "ckpt_write"},
+                                {FaultPoint::CkptClose, "ckpt_close"},
+                                {FaultPoint::CkptFsync, "ckpt_fsync"},
+                                {FaultPoint::CkptRename, "ckpt_rename"},
+                                {FaultPoint::Metrics, "metrics"},
+                                {FaultPoint::DataRead, "data_read"},
+                                {FaultPoint::RingSend, "ring_send"}};
 
 bool is_signal(FaultKind k) {
   return k == FaultKind::SigUsr1 || k == FaultKind::SigTerm || k == FaultKind::SigInt;
@@ -81,7 +85,8 @@ struct State {
   std::atomic<int64_t> step{0};
   int rank = -1;
   std::vector<Fault> faults;
-  std::unique_ptr<std::atomic<bool>[]> fired;  // one per fault: one-shot faults fire once, the others log once
+  std::unique_ptr<std::atomic<bool>[]>
+      fired;  // one per fault: one-shot faults fire once, the others log once
 };
 
 State& state() {
@@ -126,7 +131,8 @@ Fault parse_one(const std::string& text, const std::string& whole) {
   const size_t eq = kind.find('=');
   const std::string argument = eq == std::string::npos ? "" : kind.substr(eq + 1);
   kind = kind.substr(0, eq);
-  const auto k = std::find_if(std::begin(KINDS), std::end(KINDS), [&](const KindName& n) { return kind == n.name; });
+  const auto k =
+      std::find_if(std::begin(KINDS), std::end(KINDS), [&](const KindName& n) { return kind == n.name; });
   if (k == std::end(KINDS)) fail("unknown kind '" + kind + "' (" + kind_list() + ")");
   f.kind = k->kind;
   long long v = 0;

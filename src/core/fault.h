@@ -76,10 +76,10 @@ enum class FaultPoint {
 struct Fault {
   FaultKind kind = FaultKind::Exit;
   FaultPoint point = FaultPoint::Step;
-  int rank = -1;          // -1: any rank
-  int64_t step = 0;       // 0: the first time the point is reached
-  int64_t sleep_ms = 0;   // FaultKind::Sleep
-  std::string text;       // as written, for the log line when it fires
+  int rank = -1;         // -1: any rank
+  int64_t step = 0;      // 0: the first time the point is reached
+  int64_t sleep_ms = 0;  // FaultKind::Sleep
+  std::string text;      // as written, for the log line when it fires
 };
 
 // Parses a HPCTRAIN_FAULT value (nullptr or "": none). Throws UserError, one

@@ -15,9 +15,9 @@
 
 #include "backend/dispatch.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "data/h5_handle.h"
 #include "data/sample_source.h"
-#include "core/fault.h"
 
 namespace hpc::data {
 
@@ -265,8 +265,8 @@ H5Dataset::H5Dataset(const std::string& path, const std::string& split, const Op
 H5Dataset::~H5Dataset() = default;
 
 std::string H5Dataset::describe() const {
-  std::string s = std::to_string(info_.size) + " " + split_ + " samples of " + info_.sample_shape.str() + " (" +
-                  dtype_name(info_.x_dtype) + ")";
+  std::string s = std::to_string(info_.size) + " " + split_ + " samples of " + info_.sample_shape.str() +
+                  " (" + dtype_name(info_.x_dtype) + ")";
   if (info_.classification) s += ", " + std::to_string(info_.num_classes) + " classes";
   return s;
 }

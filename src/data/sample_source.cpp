@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fault.h"
 #include "data/file_mapping.h"
 #include "data/h5_handle.h"
-#include "core/fault.h"
 
 namespace hpc::data {
 

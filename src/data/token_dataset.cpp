@@ -12,9 +12,9 @@
 
 #include "backend/dispatch.h"
 #include "core/error.h"
+#include "core/fault.h"
 #include "data/h5_handle.h"
 #include "data/sample_source.h"
-#include "core/fault.h"
 
 namespace hpc::data {
 
@@ -178,9 +178,9 @@ TokenDataset::TokenDataset(const std::string& path, const std::string& split, in
 TokenDataset::~TokenDataset() = default;
 
 std::string TokenDataset::describe() const {
-  std::string s = std::to_string(tokens_) + " " + split_ + " tokens (" + dtype_name(info_.x_dtype) + ") = " +
-                  std::to_string(info_.size) + " windows of " + std::to_string(context_) + " + 1, vocabulary " +
-                  std::to_string(info_.num_classes);
+  std::string s = std::to_string(tokens_) + " " + split_ + " tokens (" + dtype_name(info_.x_dtype) +
+                  ") = " + std::to_string(info_.size) + " windows of " + std::to_string(context_) +
+                  " + 1, vocabulary " + std::to_string(info_.num_classes);
   if (!tokenizer_.empty()) s += " (" + tokenizer_ + " tokenizer)";
   return s;
 }

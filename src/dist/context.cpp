@@ -10,10 +10,10 @@
 #include <cstring>
 
 #include "backend/device.h"
-#include "dist/nccl_comm.h"
 #include "core/error.h"
 #include "dist/devices.h"
 #include "dist/mpi_comm.h"
+#include "dist/nccl_comm.h"
 #include "dist/watchdog.h"
 
 namespace hpc::dist {

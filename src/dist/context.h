@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "config/config.h"
-#include "dist/communicator.h"
 #include "core/fault.h"
+#include "dist/communicator.h"
 #include "dist/hang_report.h"
 #include "dist/heartbeat.h"
 

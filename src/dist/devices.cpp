@@ -7,7 +7,8 @@
 
 namespace hpc::dist {
 
-CommBackend resolve_backend(CommBackend requested, Device training_device, bool cuda_built, int visible_gpus) {
+CommBackend resolve_backend(CommBackend requested, Device training_device, bool cuda_built,
+                            int visible_gpus) {
   const bool on_gpu = training_device == Device::CUDA;
   if (requested == CommBackend::Mpi) {
     if (on_gpu)

@@ -141,7 +141,8 @@ std::string mpi_error_string(int code);
 // One-word MPI error check over core/check.h's failure path: the call,
 // file:line, rank and host, then every rank is aborted (a failed MPI call is
 // a lost peer or network: exit 3).
-#define mpiCheck(call) \
-  HPC_CHECK_CALL("MPI", call, hpc_rc_ != MPI_SUCCESS, ::hpc::dist::mpi_error_string(hpc_rc_), ::hpc::EXIT_PEER)
+#define mpiCheck(call)                                                                        \
+  HPC_CHECK_CALL("MPI", call, hpc_rc_ != MPI_SUCCESS, ::hpc::dist::mpi_error_string(hpc_rc_), \
+                 ::hpc::EXIT_PEER)
 
 }  // namespace hpc::dist

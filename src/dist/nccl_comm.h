@@ -34,8 +34,8 @@ namespace hpc::dist {
 struct NcclSetup {
   Communicator* host = nullptr;  // MPI over the same ranks: carries the unique id
   int rank = 0, world = 1;
-  int device = 0;                 // CUDA device index of this rank
-  double timeout_s = 300;         // dist.timeout, per collective
+  int device = 0;           // CUDA device index of this rank
+  double timeout_s = 300;   // dist.timeout, per collective
   Heartbeat* hb = nullptr;  // collective numbers for hang reports (may be null)
   // NCCL failed or a collective timed out (NCCL already aborted): report and end the job.
   // Called from the main thread or the watchdog thread; must not return.

@@ -113,7 +113,8 @@ void Trainer::build_model() {
                                        cfg_.train.seed, device_);
   task.check_output(model_->output_shape(), info);
   loss_ = task.make_loss(cfg_.train, info);
-  const bool sync_bn = cfg_.model.sync_bn == SyncBn::On || (cfg_.model.sync_bn == SyncBn::Auto && ctx_.world() > 1);
+  const bool sync_bn =
+      cfg_.model.sync_bn == SyncBn::On || (cfg_.model.sync_bn == SyncBn::Auto && ctx_.world() > 1);
   // The statistics live where the activations do: the gradient communicator reaches them.
   if (sync_bn) sum_over_replicas_ = dist::replica_sum(*grad_comm_);
 }
@@ -127,7 +128,8 @@ void Trainer::sync_replicas() {
 
 void Trainer::build_optimizer() {
   // After sync_replicas: a 16-bit run's fp32 master weights are copies of rank 0's parameters.
-  precision_ = std::make_unique<MixedPrecision>(cfg_.train.precision, device_, model_->params(), model_->grads());
+  precision_ =
+      std::make_unique<MixedPrecision>(cfg_.train.precision, device_, model_->params(), model_->grads());
   peak_lr_ = optim::scaled_lr(cfg_.optim, global_batch_, &lr_note_);
   // The optimizer steps the fp32 master weights of a 16-bit model (the model's own buffer otherwise).
   optimizer_ = optim::Optimizer::create(cfg_.optim, precision_->optimizer_params(),
@@ -139,14 +141,15 @@ void Trainer::build_reducer() {
   if (ctx_.world() == 1) return;
   std::vector<int64_t> cuts;  // buckets end at parameter boundaries: a tensor is never split
   for (const nn::ParamInfo& p : model_->param_info()) cuts.push_back(p.offset);
-  reducer_ = std::make_unique<dist::GradReducer>(*grad_comm_, model_->grads(), cfg_.dist.bucket_mb * 1048576.0,
-                                                 cuts, cfg_.dist.overlap);
+  reducer_ = std::make_unique<dist::GradReducer>(*grad_comm_, model_->grads(),
+                                                 cfg_.dist.bucket_mb * 1048576.0, cuts, cfg_.dist.overlap);
 }
 
 void Trainer::start_loaders() {
   dlogits_ = Tensor(model_->output_shape().with_batch(micro_batch_), model_->dtype(), device_);
   upload_ = std::make_unique<BatchUpload>(device_, model_->dtype(), model_->input_dtype());
-  const data::LoaderOptions options{cfg_.data.workers, cfg_.data.prefetch, BatchUpload::host_allocator(device_)};
+  const data::LoaderOptions options{cfg_.data.workers, cfg_.data.prefetch,
+                                    BatchUpload::host_allocator(device_)};
   train_loader_ = std::make_unique<data::Loader>(*data_.train, micro_batch_, options);
   if (data_.val) val_loader_ = std::make_unique<data::Loader>(*data_.val, micro_batch_, options);
 }
@@ -157,10 +160,12 @@ void Trainer::open_run_dir() {
     std::ofstream(cfg_.run_dir + "/config.ini") << to_ini(cfg_);
     metrics_ = MetricsLog(cfg_.run_dir + "/metrics.jsonl");
   }
-  progress_ = std::make_unique<Progress>(cfg_.log.progress, total_steps_, step_, ctx_.is_root(), ctx_.world());
+  progress_ =
+      std::make_unique<Progress>(cfg_.log.progress, total_steps_, step_, ctx_.is_root(), ctx_.world());
   // Until the first save is timed: parameters twice (flat and per tensor) and
   // the optimizer state at a modest 200 MB/s, plus a quarter second for fsync.
-  const double state_bytes = 4.0 * static_cast<double>(model_->num_params()) * (2 + optimizer_->state().size());
+  const double state_bytes =
+      4.0 * static_cast<double>(model_->num_params()) * (2 + optimizer_->state().size());
   deadline_.set_save_seconds(0.25 + state_bytes / 200e6);
 }
 

@@ -19,8 +19,8 @@ std::string model_name(const ModelConfig& m) {
 void check_validation_split(const data::Dataset& train, const data::Dataset& val) {
   const data::SplitInfo &t = train.info(), &v = val.info();
   if (v.classification && v.num_classes > t.num_classes)
-    throw UserError(val.path() + ": /val/y has " + std::to_string(v.num_classes) + " classes but /train/y has " +
-                    std::to_string(t.num_classes));
+    throw UserError(val.path() + ": /val/y has " + std::to_string(v.num_classes) +
+                    " classes but /train/y has " + std::to_string(t.num_classes));
   if (v.sample_shape != t.sample_shape)
     throw UserError(val.path() + ": /val/x samples are " + v.sample_shape.str() + " but /train/x are " +
                     t.sample_shape.str());
@@ -90,13 +90,14 @@ void Task::check_output(const Shape& out, const data::SplitInfo& train) const {
   const int64_t outputs = classes ? train.num_classes : train.target_shape.count();
   if (out.count() != outputs)
     throw UserError("model spec: the last layer gives " + out.str() + " outputs but the data has " +
-                    std::to_string(outputs) + (classes ? " classes" : " targets") + ": end the spec with linear(" +
-                    std::to_string(outputs) + ")");
+                    std::to_string(outputs) + (classes ? " classes" : " targets") +
+                    ": end the spec with linear(" + std::to_string(outputs) + ")");
 }
 
 std::unique_ptr<nn::Loss> Task::make_loss(const TrainConfig& train, const data::SplitInfo& info) const {
-  const LossKind loss =
-      train.loss != LossKind::Auto ? train.loss : info.classification ? LossKind::CrossEntropy : LossKind::Mse;
+  const LossKind loss = train.loss != LossKind::Auto ? train.loss
+                        : info.classification        ? LossKind::CrossEntropy
+                                                     : LossKind::Mse;
   if (loss == LossKind::CrossEntropy && !info.classification)
     throw UserError("--train.loss ce needs integer class labels, but /train/y holds float targets");
   if (loss == LossKind::Mse && info.classification)
@@ -109,14 +110,15 @@ std::string Task::eval_line(int64_t epoch, int64_t step, const EvalResult& r) co
   const auto e = static_cast<long long>(epoch), s = static_cast<long long>(step);
   if (language_model())
     std::snprintf(line, sizeof line,
-                  "eval  epoch %lld step %lld: val_loss %.4f per token  val_acc %.2f%%  perplexity %.3f", e, s,
-                  r.loss, 100 * r.acc, std::exp(r.loss));
+                  "eval  epoch %lld step %lld: val_loss %.4f per token  val_acc %.2f%%  perplexity %.3f", e,
+                  s, r.loss, 100 * r.acc, std::exp(r.loss));
   else if (r.top5 >= 0)
-    std::snprintf(line, sizeof line, "eval  epoch %lld step %lld: val_loss %.4f  val_acc %.2f%%  val_top5 %.2f%%",
-                  e, s, r.loss, 100 * r.acc, 100 * r.top5);
+    std::snprintf(line, sizeof line,
+                  "eval  epoch %lld step %lld: val_loss %.4f  val_acc %.2f%%  val_top5 %.2f%%", e, s, r.loss,
+                  100 * r.acc, 100 * r.top5);
   else
-    std::snprintf(line, sizeof line, "eval  epoch %lld step %lld: val_loss %.4f  val_acc %.2f%%", e, s, r.loss,
-                  100 * r.acc);
+    std::snprintf(line, sizeof line, "eval  epoch %lld step %lld: val_loss %.4f  val_acc %.2f%%", e, s,
+                  r.loss, 100 * r.acc);
   return line;
 }
 

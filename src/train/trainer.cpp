@@ -235,8 +235,7 @@ EvalResult Trainer::evaluate() {
   res.count = static_cast<int64_t>(sums[1]);
   res.loss = sums[0] / std::max(1.0, sums[1]);
   res.acc = sums[2] / std::max(1.0, sums[1]);
-  if (info.classification && info.num_classes >= 10)
-    res.top5 = sums[3] / std::max(1.0, sums[1]);
+  if (info.classification && info.num_classes >= 10) res.top5 = sums[3] / std::max(1.0, sums[1]);
   return res;
 }
 

@@ -30,7 +30,8 @@ class FakeComm : public dist::Communicator {
  public:
   using Range = std::pair<int64_t, int64_t>;  // [begin, end) in elements of the base buffer
   struct Call {
-    std::string kind;  // "allreduce", "allreduce_before_compute", "async", "broadcast", "allgather", "barrier"
+    std::string
+        kind;  // "allreduce", "allreduce_before_compute", "async", "broadcast", "allgather", "barrier"
     dist::ReduceOp op = dist::ReduceOp::Sum;
     std::vector<Range> ranges;  // one per buffer (a group has several); relative to the base
     size_t first_request = 0;   // index of the first request an async call made
@@ -73,7 +74,9 @@ class FakeComm : public dist::Communicator {
     return out;
   }
   void broadcast(const Tensor& buf, int) override { record("broadcast", dist::ReduceOp::Sum, {buf}); }
-  void allgather(const Tensor& send, const Tensor&) override { record("allgather", dist::ReduceOp::Sum, {send}); }
+  void allgather(const Tensor& send, const Tensor&) override {
+    record("allgather", dist::ReduceOp::Sum, {send});
+  }
   void barrier() override {
     record("barrier", dist::ReduceOp::Sum, {});
     if (group_) group_->sync.arrive_and_wait();
@@ -87,9 +90,9 @@ class FakeComm : public dist::Communicator {
   }
 
   std::vector<Call> calls;
-  size_t requests = 0;               // made so far
-  int tests = 0, waits = 0;          // Request::test / host waits (wait, and wait_on_device by default)
-  std::function<void(const Call&)> on_start;            // an async call was made (its requests exist)
+  size_t requests = 0;       // made so far
+  int tests = 0, waits = 0;  // Request::test / host waits (wait, and wait_on_device by default)
+  std::function<void(const Call&)> on_start;           // an async call was made (its requests exist)
   std::function<void(size_t request)> on_device_wait;  // set: wait_on_device is a stream wait, not a host one
 
  private:
@@ -113,10 +116,10 @@ class FakeComm : public dist::Communicator {
     c.kind = kind;
     c.op = op;
     for (const Tensor& b : bufs) {
-      const int64_t off =
-          base_.defined() ? (static_cast<const char*>(b.raw()) - static_cast<const char*>(base_.raw())) /
-                                static_cast<int64_t>(dtype_size(b.dtype()))
-                          : 0;
+      const int64_t off = base_.defined()
+                              ? (static_cast<const char*>(b.raw()) - static_cast<const char*>(base_.raw())) /
+                                    static_cast<int64_t>(dtype_size(b.dtype()))
+                              : 0;
       c.ranges.emplace_back(off, off + b.count());
     }
     calls.push_back(std::move(c));

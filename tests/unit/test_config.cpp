@@ -411,7 +411,9 @@ TEST_F(ConfigTest, ToIniRoundTripsEveryField) {
   c.optim.min_lr = 2.0 / 3e6;
   c.optim.lr_scaling = LrScaling::Linear;
   c.optim.base_batch = 512;
-  c.train = {128, 9, 1234567890123, 4, 18446744073709551615ull, DeviceChoice::Cpu, Precision::Bf16, LossKind::Mse, 0.1, 3600.5};
+  c.train = {
+      128,           9,   1234567890123, 4, 18446744073709551615ull, DeviceChoice::Cpu, Precision::Bf16,
+      LossKind::Mse, 0.1, 3600.5};
   c.dist = {CommBackend::Mpi, 12.5, 60};
   c.log = {10, ProgressStyle::Plain};
   c.ckpt = {250, 7.25, 2, true};

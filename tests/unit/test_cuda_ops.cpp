@@ -7,9 +7,9 @@
 #include <stdexcept>
 
 #include "backend/ops.h"
-#include "nn/layers/conv_lowering.h"
 #include "core/error.h"
 #include "device_compare.h"
+#include "nn/layers/conv_lowering.h"
 
 namespace hpc::test {
 namespace {

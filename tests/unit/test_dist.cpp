@@ -273,7 +273,8 @@ TEST(Backend, ChoiceAndItsErrors) {
     return std::string("no error");
   };
   EXPECT_NE(message(CommBackend::Nccl, Device::CPU, false, 0).find("built without CUDA"), std::string::npos);
-  EXPECT_NE(message(CommBackend::Nccl, Device::CPU, true, 0).find("no CUDA device is visible"), std::string::npos);
+  EXPECT_NE(message(CommBackend::Nccl, Device::CPU, true, 0).find("no CUDA device is visible"),
+            std::string::npos);
   EXPECT_NE(message(CommBackend::Nccl, Device::CPU, true, 2).find("trains on the CPU"), std::string::npos);
   EXPECT_NE(message(CommBackend::Mpi, Device::CUDA, true, 2).find("--dist.backend nccl"), std::string::npos);
 }

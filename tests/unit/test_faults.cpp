@@ -137,7 +137,7 @@ TEST_F(Faults, SleepsStayOnFromTheirStep) {
   EXPECT_GE(ms_of(FaultPoint::StepEnd), 40);
   set_fault_step(3);
   EXPECT_GE(ms_of(FaultPoint::StepEnd), 40);  // a slow rank stays slow
-  install("sleep=40@step_end:0:2", 1);           // another rank
+  install("sleep=40@step_end:0:2", 1);        // another rank
   set_fault_step(2);
   EXPECT_LT(ms_of(FaultPoint::StepEnd), 30);
 }

@@ -45,8 +45,9 @@ TEST(DeviceChoice, AutoTakesTheGpuOnlyWhenEveryRankHasOne) {
   EXPECT_EQ(resolve_device(DeviceChoice::Auto, view(true, 8)), Device::CUDA);  // several ranks, several GPUs
   EXPECT_EQ(resolve_device(DeviceChoice::Auto, view(true, 0)), Device::CPU);
   EXPECT_EQ(resolve_device(DeviceChoice::Auto, view(false, 0)), Device::CPU);
-  EXPECT_EQ(resolve_device(DeviceChoice::Auto, view(false, 4)), Device::CPU);           // CPU-only build on a GPU node
-  EXPECT_EQ(resolve_device(DeviceChoice::Auto, view(true, 2, false, 3)), Device::CPU);  // rank 3 has none: all on the CPU
+  EXPECT_EQ(resolve_device(DeviceChoice::Auto, view(false, 4)), Device::CPU);  // CPU-only build on a GPU node
+  EXPECT_EQ(resolve_device(DeviceChoice::Auto, view(true, 2, false, 3)),
+            Device::CPU);  // rank 3 has none: all on the CPU
   EXPECT_EQ(resolve_device(DeviceChoice::Cpu, view(true, 2)), Device::CPU);
   EXPECT_FALSE(train::device_needs_probe(DeviceChoice::Cpu));
   EXPECT_TRUE(train::device_needs_probe(DeviceChoice::Auto));

@@ -457,8 +457,8 @@ TEST(Optimizer, DISABLED_TorchDriver) {
   std::string name, dtype;
   double clip;
   int64_t n, nr, steps;
-  in >> name >> dtype >> c.momentum >> c.nesterov >> c.beta1 >> c.beta2 >> c.eps >> c.weight_decay >>
-      clip >> n >> nr >> steps;
+  in >> name >> dtype >> c.momentum >> c.nesterov >> c.beta1 >> c.beta2 >> c.eps >> c.weight_decay >> clip >>
+      n >> nr >> steps;
   ASSERT_TRUE(in) << "malformed driver input";
   c.name = enum_named<OptimizerKind>(name);
   if (dtype == "f64")

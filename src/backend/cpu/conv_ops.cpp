@@ -197,7 +197,9 @@ void swap_leading_dims(const Tensor& src, const Tensor& dst, int64_t a, int64_t 
 
 // ---- the library convolution ops -------------------------------------------------
 
-bool conv2d_supported(const Tensor&, const Tensor&, const Tensor&, const kernels::ConvShape&) { return false; }
+bool conv2d_supported(const Tensor&, const Tensor&, const Tensor&, const kernels::ConvShape&) {
+  return false;
+}
 
 void conv2d_forward(const Tensor&, const Tensor&, const kernels::ConvShape&, const Tensor&) {
   throw Error(EXIT_INTERNAL, "conv2d_forward: no convolution library in this CPU build (the layer lowers)");

@@ -238,8 +238,10 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& do
           for (int64_t s = 0; s <= t; ++s) g[s] = pr[s] * (g[s] - dot);
           for (int64_t s = t + 1; s < t_len; ++s) g[s] = T(0);
         }
-        gemm_ld<T>(false, false, t_len, d, t_len, inv_sqrt_d, dp, t_len, k, c3, T(0), dq, c3);  // dQ = dS·K/√d
-        gemm_ld<T>(true, false, t_len, d, t_len, inv_sqrt_d, dp, t_len, q, c3, T(0), dk, c3);  // dK = dSᵀ·Q/√d
+        gemm_ld<T>(false, false, t_len, d, t_len, inv_sqrt_d, dp, t_len, k, c3, T(0), dq,
+                   c3);  // dQ = dS·K/√d
+        gemm_ld<T>(true, false, t_len, d, t_len, inv_sqrt_d, dp, t_len, q, c3, T(0), dk,
+                   c3);  // dK = dSᵀ·Q/√d
       }
   });
 }

@@ -36,9 +36,9 @@ const char* hint_for(int exit_code);
 
 }  // namespace hpc::backend::cuda
 
-#define HPC_CUDA_CHECK(library, call, failed, message)                                           \
-  HPC_CHECK_CALL(library, call, failed, message, ::hpc::backend::cuda::exit_code_of(hpc_rc_),    \
-                 ::hpc::backend::cuda::device_note(),                                             \
+#define HPC_CUDA_CHECK(library, call, failed, message)                                        \
+  HPC_CHECK_CALL(library, call, failed, message, ::hpc::backend::cuda::exit_code_of(hpc_rc_), \
+                 ::hpc::backend::cuda::device_note(),                                         \
                  ::hpc::backend::cuda::hint_for(::hpc::backend::cuda::exit_code_of(hpc_rc_)))
 
 #define cudaCheck(call) HPC_CUDA_CHECK("CUDA", call, hpc_rc_ != cudaSuccess, cudaGetErrorString(hpc_rc_))
@@ -50,7 +50,8 @@ const char* hint_for(int exit_code);
 #define cudnnCheck(call) \
   HPC_CUDA_CHECK("cuDNN", call, hpc_rc_ != CUDNN_STATUS_SUCCESS, cudnnGetErrorString(hpc_rc_))
 // ncclInProgress: a non-blocking communicator's call has been queued (nccl_comm.cu polls it).
-#define ncclCheck(call) \
-  HPC_CUDA_CHECK("NCCL", call, hpc_rc_ != ncclSuccess && hpc_rc_ != ncclInProgress, ncclGetErrorString(hpc_rc_))
+#define ncclCheck(call)                                                             \
+  HPC_CUDA_CHECK("NCCL", call, hpc_rc_ != ncclSuccess && hpc_rc_ != ncclInProgress, \
+                 ncclGetErrorString(hpc_rc_))
 
 #define cudaWarn(call) ::hpc::backend::cuda::warn(#call, (call), __FILE__, __LINE__)

@@ -183,7 +183,8 @@ void copy_async(const Tensor& host_src, const Tensor& dst) {
   Event before = make_event(), after = make_event();
   cudaCheck(cudaEventRecord(before, ctx.compute()));
   cudaCheck(cudaStreamWaitEvent(ctx.transfer(), before, 0));
-  cudaCheck(cudaMemcpyAsync(dst.raw(), host_src.raw(), dst.num_bytes(), cudaMemcpyHostToDevice, ctx.transfer()));
+  cudaCheck(
+      cudaMemcpyAsync(dst.raw(), host_src.raw(), dst.num_bytes(), cudaMemcpyHostToDevice, ctx.transfer()));
   cudaCheck(cudaEventRecord(after, ctx.transfer()));
   cudaCheck(cudaStreamWaitEvent(ctx.compute(), after, 0));
   // Destroying an event that is still pending is allowed: the release is deferred until it completes.

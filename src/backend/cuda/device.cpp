@@ -148,10 +148,10 @@ void* cuda_compute_stream() { return cuda::Context::get().compute(); }
 // ledger, and pinned host memory.
 namespace hpc {
 
+using backend::cuda_device_count;
 using backend::device_memory_stats;
 using backend::DeviceMemoryStats;
 using backend::ledger;
-using backend::cuda_device_count;
 using backend::mib;
 
 void* device_alloc(size_t num_bytes) {

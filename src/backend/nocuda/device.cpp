@@ -15,13 +15,14 @@ void cuda_set_device(int) { throw UserError("this hpctrain was built without CUD
 void device_synchronize() {}
 void* cuda_compute_stream() { return nullptr; }
 
-
 }  // namespace hpc::backend
 
 // The seam of core/device_memory.h: no device memory without CUDA.
 namespace hpc {
 
-void* device_alloc(size_t) { throw UserError("this hpctrain was built without CUDA: use --train.device cpu"); }
+void* device_alloc(size_t) {
+  throw UserError("this hpctrain was built without CUDA: use --train.device cpu");
+}
 void device_free(void*) {}
 void* pinned_alloc(size_t) { return nullptr; }
 void pinned_free(void*) {}

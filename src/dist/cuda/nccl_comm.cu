@@ -21,8 +21,8 @@
 
 #include "backend/cuda/check.h"
 #include "backend/cuda/context.h"
-#include "dist/nccl_comm.h"
 #include "core/error.h"
+#include "dist/nccl_comm.h"
 
 namespace hpc::dist {
 
@@ -111,7 +111,7 @@ class NcclComm final : public Communicator {
     return std::move(allreduce_group({buf}, op)[0]);
   }
   std::vector<std::unique_ptr<Request>> allreduce_group(const std::vector<Tensor>& bufs,
-                                                              ReduceOp op) override;
+                                                        ReduceOp op) override;
   void broadcast(const Tensor& buf, int root) override;
   void allgather(const Tensor& send, const Tensor& recv) override;
   void barrier() override;
@@ -174,7 +174,8 @@ NcclComm::NcclComm(const NcclSetup& s)
   cudaCheck(cudaSetDevice(device_));
   compute_ = s.compute_stream != nullptr ? static_cast<cudaStream_t>(s.compute_stream)
                                          : backend::cuda::Context::get().compute();
-  stream_ = s.comm_stream != nullptr ? static_cast<cudaStream_t>(s.comm_stream) : backend::cuda::Context::get().comm();
+  stream_ = s.comm_stream != nullptr ? static_cast<cudaStream_t>(s.comm_stream)
+                                     : backend::cuda::Context::get().comm();
   ncclUniqueId id{};
   if (rank_ == 0) {
     ncclResult_t r = ncclGetUniqueId(&id);
@@ -302,7 +303,7 @@ void NcclComm::fatal(uint64_t seq, CollOp op, const std::string& reason) {
 }
 
 std::vector<std::unique_ptr<Request>> NcclComm::allreduce_group(const std::vector<Tensor>& bufs,
-                                                                      ReduceOp op) {
+                                                                ReduceOp op) {
   std::vector<std::unique_ptr<Request>> out;
   if (bufs.empty()) return out;
   std::vector<uint64_t> seqs;

@@ -40,8 +40,8 @@ int64_t out_channels(const Tensor& weight, const kernels::ConvShape& g) {
 
 }  // namespace
 
-void lowered_conv2d_forward(const Tensor& x, const Tensor& weight, const kernels::ConvShape& g, const Tensor& y,
-                            ConvScratch& s) {
+void lowered_conv2d_forward(const Tensor& x, const Tensor& weight, const kernels::ConvShape& g,
+                            const Tensor& y, ConvScratch& s) {
   const int64_t batch = x.shape()[0], pixels = g.out_pixels(), rows = g.col_rows(),
                 oc = out_channels(weight, g);
   const int64_t chunk = chunk_samples(g, batch, s.column_budget);
@@ -60,8 +60,9 @@ void lowered_conv2d_forward(const Tensor& x, const Tensor& weight, const kernels
   }
 }
 
-void lowered_conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const kernels::ConvShape& g,
-                             const Tensor& dweight, const Tensor& dx, ConvScratch& s) {
+void lowered_conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy,
+                             const kernels::ConvShape& g, const Tensor& dweight, const Tensor& dx,
+                             ConvScratch& s) {
   const int64_t batch = x.shape()[0], pixels = g.out_pixels(), rows = g.col_rows(),
                 oc = out_channels(weight, g);
   const int64_t chunk = chunk_samples(g, batch, s.column_budget);
@@ -95,7 +96,8 @@ void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, co
                      const Tensor& dweight, const Tensor& dbias, const Tensor& dx, ConvScratch& scratch) {
   if (dbias.defined()) bias_grad(dy, dbias, out_channels(weight, g), g.out_pixels());
   // The gradients share their tensors' layout, except dx, which is checked on its own.
-  if (backend::conv2d_supported(x, weight, dy, g) && (!dx.defined() || backend::conv2d_supported(dx, dweight, dy, g)))
+  if (backend::conv2d_supported(x, weight, dy, g) &&
+      (!dx.defined() || backend::conv2d_supported(dx, dweight, dy, g)))
     backend::conv2d_backward(x, weight, dy, g, dweight, dx);
   else
     lowered_conv2d_backward(x, weight, dy, g, dweight, dx, scratch);

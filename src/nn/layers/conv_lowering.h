@@ -26,10 +26,11 @@ struct ConvScratch {
   int64_t column_budget = int64_t(1) << 20;
 };
 
-void lowered_conv2d_forward(const Tensor& x, const Tensor& weight, const kernels::ConvShape& g, const Tensor& y,
-                            ConvScratch& scratch);
-void lowered_conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const kernels::ConvShape& g,
-                             const Tensor& dweight, const Tensor& dx, ConvScratch& scratch);
+void lowered_conv2d_forward(const Tensor& x, const Tensor& weight, const kernels::ConvShape& g,
+                            const Tensor& y, ConvScratch& scratch);
+void lowered_conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy,
+                             const kernels::ConvShape& g, const Tensor& dweight, const Tensor& dx,
+                             ConvScratch& scratch);
 
 // The convolution as Conv2d runs it: the library op where
 // backend::conv2d_supported says so, else the lowering; then the bias

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "backend/ops.h"
-#include "nn/layers/conv_lowering.h"
 #include "nn/layer.h"
+#include "nn/layers/conv_lowering.h"
 
 namespace hpc::nn {
 
