@@ -1,7 +1,7 @@
 // The one interface every collective goes through.
 //
 // Two implementations: MpiComm (host buffers, CPU nodes) and NcclComm (device
-// buffers, its own CUDA stream; backend/nccl_comm.h). Buffers are tensors, so
+// buffers, its own CUDA stream; dist/nccl_comm.h). Buffers are tensors, so
 // counts and dtypes come from them; all ranks must call collectives in the
 // same order with the same counts. A single-process run uses SelfComm, whose
 // collectives are no-ops, so code never needs an "am I distributed" branch.

@@ -1,5 +1,5 @@
 // Batches on the training device: the loader's host buffers are pinned when
-// training on a GPU, and each batch is copied to the GPU on the copy stream
+// training on a GPU, and each batch is copied to the GPU on the transfer stream
 // (backend::copy_async), then converted to the model's dtype there.
 //
 // The copy overlaps the work the GPU still has queued while the host thread
@@ -11,10 +11,8 @@
 // On the CPU with a float32 model, batches pass through untouched (the CPU
 // path stays exactly what it was).
 //
-// x may keep another dtype than the model's: a language model on the GPU
-// takes its token ids as float32 (exact up to 2^24), since a 16-bit model
-// dtype would round them (bf16 holds ids exactly only below 256; the GPU
-// embedding op takes float32 ids whatever the weights' dtype).
+// x goes up in the model's input dtype (nn::Model::input_dtype), which may
+// differ from its compute dtype: token ids stay float32 on the GPU.
 #pragma once
 
 #include <memory>

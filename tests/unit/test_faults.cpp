@@ -100,7 +100,7 @@ TEST_F(Faults, ParsesKindPointRankStep) {
 
 // What the former HPCTRAIN_TEST_* hooks were: a stop after a step, a slow
 // step, a death half-way through a checkpoint write, a slow ring send.
-TEST_F(Faults, SleepStepEndAndTheFormerTestHooks) {
+TEST_F(Faults, SleepStepEndAndTheFormerHooks) {
   std::vector<Fault> f =
       parse_faults("sigusr1@step_end:3:21,sleep=30@step_end,exit@ckpt_write:0:20,sleep=150@ring_send:1");
   ASSERT_EQ(f.size(), 4u);

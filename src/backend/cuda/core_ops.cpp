@@ -177,7 +177,7 @@ void copy_async(const Tensor& host_src, const Tensor& dst) {
   HPC_ASSERT(host_src.device() == Device::CPU, "copy_async: the source must be host memory");
   Context& ctx = Context::get();
   // Wait for the compute work queued so far (it may still read dst), copy on
-  // the copy stream, and make later compute work wait for the copy. The
+  // the transfer stream, and make later compute work wait for the copy. The
   // calling thread goes on at once; src must stay unchanged until the next
   // op that waits for the GPU.
   Event before = make_event(), after = make_event();

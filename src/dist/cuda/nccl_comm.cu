@@ -1,4 +1,4 @@
-// NcclComm: the Communicator over NCCL for device buffers (see backend/nccl_comm.h).
+// NcclComm: the Communicator over NCCL for device buffers (see dist/nccl_comm.h).
 //
 // Host code only (no kernels): compiled by nvcc because it belongs to the
 // CUDA build. Threads: the main thread enqueues and waits; the watchdog

@@ -1,4 +1,4 @@
-// The CPU-only build's NCCL: there is none (see backend/nccl_comm.h).
+// The CPU-only build's NCCL: there is none (see dist/nccl_comm.h).
 #include "dist/nccl_comm.h"
 
 #include "core/error.h"
