@@ -88,8 +88,8 @@ OptionSpec flag(std::string name, Access acc, std::string help) {
 
 // One of a fixed list of names: the presets nn knows.
 template <class Access>
-OptionSpec name_choice(std::string name, Access acc, std::vector<std::string> choices, std::string help,
-                       const std::string& value_name) {
+OptionSpec name_choice(std::string name, Access acc, const std::vector<std::string>& choices,
+                       std::string help, const std::string& value_name) {
   OptionSpec s = base(std::move(name), value_name, std::move(help));
   s.choices = choices;
   s.get = [acc](const Config& c) { return acc(c); };

@@ -130,7 +130,7 @@ Fault parse_one(const std::string& text, const std::string& whole) {
   std::string kind = text.substr(0, at);
   const size_t eq = kind.find('=');
   const std::string argument = eq == std::string::npos ? "" : kind.substr(eq + 1);
-  kind = kind.substr(0, eq);
+  if (eq != std::string::npos) kind.resize(eq);
   const auto k =
       std::find_if(std::begin(KINDS), std::end(KINDS), [&](const KindName& n) { return kind == n.name; });
   if (k == std::end(KINDS)) fail("unknown kind '" + kind + "' (" + kind_list() + ")");

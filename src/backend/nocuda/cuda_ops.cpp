@@ -20,8 +20,9 @@ struct Unavailable {
 };
 }  // namespace
 
+// args is the parenthesised argument list itself: it cannot take more parentheses.
 #define HPC_OP(ret, name, params, args, device) \
-  ret name params { Unavailable{#name} args; }
+  ret name params { Unavailable{#name} args; }  // NOLINT(bugprone-macro-parentheses)
 #include "backend/ops.def"
 #undef HPC_OP
 
