@@ -42,17 +42,36 @@ const NamedTensor& find(const std::vector<NamedTensor>& v, const std::string& na
 }  // namespace
 
 void capture(const Tensor& params, nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c) {
+  std::vector<std::pair<std::string, Tensor>> state;
+  for (auto& [name, t] : optimizer.state()) state.emplace_back(name, host_f32(t));
+  capture(host_f32(params), model, state, optimizer.steps_taken(), c);
+}
+
+void capture(const Tensor& params, nn::Model& model, const std::vector<std::pair<std::string, Tensor>>& state,
+             int64_t optimizer_steps, Checkpoint& c) {
   HPC_ASSERT(params.count() == model.num_params(), "checkpoint: the parameter buffer does not fit the model");
+  auto own = [](const Tensor& t) { return t.device() == Device::CPU && t.dtype() == DType::F32 ? t : host_f32(t); };
   c.spec = model.spec();
   c.input_shape = model.input_shape();
-  c.params = host_f32(params).view(Shape{params.count()});
+  c.params = own(params).view(Shape{params.count()});
   c.param_entries.clear();
   for (const nn::ParamInfo& p : model.param_info()) c.param_entries.push_back({p.name, p.offset, p.shape});
   c.buffers.clear();
   for (auto& [name, t] : model.buffers()) c.buffers.push_back({name, host_f32(t)});
   c.optimizer_state.clear();
-  for (auto& [name, t] : optimizer.state()) c.optimizer_state.push_back({name, host_f32(t)});
-  c.optimizer_steps = optimizer.steps_taken();
+  for (const auto& [name, t] : state) {
+    HPC_ASSERT(t.count() == model.num_params(), "checkpoint: optimizer state '" + name + "' is not whole");
+    c.optimizer_state.push_back({name, own(t)});
+  }
+  c.optimizer_steps = optimizer_steps;
+}
+
+void restore_buffers(const Checkpoint& c, nn::Model& model) {
+  for (auto& [name, t] : model.buffers()) assign(t, find(c.buffers, name).value, name);
+}
+
+const Tensor& optimizer_state_of(const Checkpoint& c, const std::string& name) {
+  return find(c.optimizer_state, name).value;
 }
 
 void restore(const Checkpoint& c, const Tensor& params, nn::Model& model, optim::Optimizer& optimizer) {

@@ -20,12 +20,20 @@ namespace hpc::ckpt {
 // (a 16-bit model's fp32 master weights, else the model's own). Tensors may
 // live on the GPU and be 16-bit; they are converted on their device first.
 void capture(const Tensor& params, nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c);
+// The same from whole-buffer tensors the caller already holds (ZeRO: rank 0's gathered host float32
+// copies of the sharded state, taken over without another copy).
+void capture(const Tensor& params, nn::Model& model, const std::vector<std::pair<std::string, Tensor>>& state,
+             int64_t optimizer_steps, Checkpoint& c);
 
 // Copies `c` into `params` (as above), the model's buffers and the optimizer
 // (after check_resumable passed), converting to each tensor's dtype and
 // device. A 16-bit model's own parameters are then the caller's to refresh
 // from the master weights (MixedPrecision::publish).
 void restore(const Checkpoint& c, const Tensor& params, nn::Model& model, optim::Optimizer& optimizer);
+// Only the model's buffers (ZeRO: the sharded parameters and state go to each rank by its shard).
+void restore_buffers(const Checkpoint& c, nn::Model& model);
+// The checkpoint's whole-buffer optimizer state `name` (validated to exist before restore).
+const Tensor& optimizer_state_of(const Checkpoint& c, const std::string& name);
 
 // The current model and optimizer as a RunLayout (the rest is the caller's).
 RunLayout layout_of(nn::Model& model, optim::Optimizer& optimizer, const std::string& optimizer_name);

@@ -111,6 +111,7 @@ struct DistConfig {
   double bucket_mb = 25;
   double timeout = 300;  // seconds per collective before the job is aborted
   bool overlap = true;   // start each gradient bucket's allreduce during backward
+  int zero = 0;          // ZeRO stage: 0 replicated, 1 sharded optimizer state, 2 + bucket reduce-scatter
 };
 
 struct LogConfig {

@@ -28,6 +28,7 @@ constexpr Range POSITIVE{0, true, INF, false};
 constexpr Range NON_NEGATIVE{0, false, INF, false};
 constexpr Range AT_LEAST_ONE{1, false, INF, false};
 constexpr Range UNIT_HALF_OPEN{0, false, 1, true};  // [0, 1): decay rates, smoothing
+constexpr Range ZERO_STAGES{0, false, 2, false};     // dist.zero: 0, 1, 2
 
 std::string preset_help() {
   std::string help = "network:";
@@ -286,6 +287,9 @@ std::vector<OptionSpec> build_table() {
              "seconds a collective may take before the job is aborted"),
       flag("dist.overlap", FIELD(dist.overlap),
            "start each gradient bucket's allreduce during backward (false: all after backward)"),
+      number("dist.zero", FIELD(dist.zero), ZERO_STAGES,
+             "ZeRO stage: 0 replicated; 1 optimizer state sharded over the ranks; 2 also gradients "
+             "reduce-scattered bucket by bucket during backward"),
 
       number("log.every", FIELD(log.every), AT_LEAST_ONE, "steps between step-table lines"),
       choice("log.progress", FIELD(log.progress), "auto: a bar on a TTY, plain lines otherwise"),

@@ -39,6 +39,7 @@ constexpr PointName POINTS[] = {{FaultPoint::Step, "step"},
                                 {FaultPoint::StepEnd, "step_end"},
                                 {FaultPoint::Backward, "backward"},
                                 {FaultPoint::Allreduce, "allreduce"},
+                                {FaultPoint::Allgather, "allgather"},
                                 {FaultPoint::CkptWrite, "ckpt_write"},
                                 {FaultPoint::CkptClose, "ckpt_close"},
                                 {FaultPoint::CkptFsync, "ckpt_fsync"},
@@ -63,6 +64,8 @@ bool allowed(FaultKind k, FaultPoint p) {
     case FaultPoint::Backward:
     case FaultPoint::Allreduce:
       return is_signal(k);
+    case FaultPoint::Allgather:
+      return k == FaultKind::Exit || k == FaultKind::Stall || is_signal(k);
     case FaultPoint::CkptWrite:
       return k == FaultKind::Enospc || k == FaultKind::Exit || is_signal(k);
     case FaultPoint::CkptClose:

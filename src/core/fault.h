@@ -20,6 +20,8 @@
 //                                                         stall exit sig* sleep
 //     backward     during backward, after the first layer sig*
 //     allreduce    gradient buckets in flight (GradReducer::finish) sig*
+//     allgather    ZeRO's parameter all-gathers in flight (GradReducer::allgather_params)
+//                                                         exit stall sig*
 //     ckpt_write   half-way through writing the checkpoint file (HDF5 data)
 //                                                         enospc exit sig*
 //     ckpt_close   closing (flushing) it                  enospc
@@ -64,6 +66,7 @@ enum class FaultPoint {
   StepEnd,
   Backward,
   Allreduce,
+  Allgather,
   CkptWrite,
   CkptClose,
   CkptFsync,

@@ -65,6 +65,39 @@ class Communicator {
     return out;
   }
   virtual void broadcast(const Tensor& buf, int root) = 0;
+
+  // ---- sharded collectives (ZeRO, dist/shards.h) ----
+  // `bounds` cuts buf into size() contiguous shards: rank r owns elements
+  // [bounds[r], bounds[r+1]); size()+1 non-decreasing offsets from 0 to
+  // buf.count(), the same on every rank (a shard may be empty).
+  //
+  // Reduce-scatter in place: afterwards rank r's own shard holds the
+  // reduction over the ranks, bitwise what allreduce(buf, op) leaves there
+  // (MpiComm folds in rank order either way); the rest of buf is unspecified.
+  // The default is that allreduce: correct, with more traffic than needed.
+  virtual std::unique_ptr<Request> reduce_scatter_async(const Tensor& buf, ReduceOp op,
+                                                        const std::vector<int64_t>& bounds) {
+    (void)bounds;
+    return allreduce_async(buf, op);
+  }
+  // Several buffers started together (one NCCL group), each with its own bounds; one request each.
+  virtual std::vector<std::unique_ptr<Request>> reduce_scatter_group(
+      const std::vector<Tensor>& bufs, ReduceOp op, const std::vector<std::vector<int64_t>>& bounds) {
+    std::vector<std::unique_ptr<Request>> out;
+    out.reserve(bufs.size());
+    for (size_t i = 0; i < bufs.size(); ++i) out.push_back(reduce_scatter_async(bufs[i], op, bounds[i]));
+    return out;
+  }
+  void reduce_scatter(const Tensor& buf, ReduceOp op, const std::vector<int64_t>& bounds) {
+    reduce_scatter_async(buf, op, bounds)->wait();
+  }
+  // All-gather in place: afterwards every rank holds every rank's own shard (copies: exact).
+  virtual std::unique_ptr<Request> allgather_shards_async(const Tensor& buf,
+                                                          const std::vector<int64_t>& bounds) = 0;
+  void allgather_shards(const Tensor& buf, const std::vector<int64_t>& bounds) {
+    allgather_shards_async(buf, bounds)->wait();
+  }
+
   // recv holds size() × send.count() elements, rank r's part at offset r·send.count().
   virtual void allgather(const Tensor& send, const Tensor& recv) = 0;
   virtual void barrier() = 0;
@@ -86,6 +119,13 @@ class SelfComm final : public Communicator {
   std::unique_ptr<Request> allreduce_async(const Tensor&, ReduceOp) override;
   void broadcast(const Tensor&, int) override {}
   void allgather(const Tensor& send, const Tensor& recv) override;
+  std::unique_ptr<Request> reduce_scatter_async(const Tensor& buf, ReduceOp op,
+                                                const std::vector<int64_t>&) override {
+    return allreduce_async(buf, op);
+  }
+  std::unique_ptr<Request> allgather_shards_async(const Tensor& buf, const std::vector<int64_t>&) override {
+    return allreduce_async(buf, ReduceOp::Sum);  // one rank owns everything: nothing moves
+  }
   void barrier() override {}
 };
 

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/fault.h"
+#include "dist/shards.h"
 
 namespace hpc::dist {
 
@@ -43,8 +44,12 @@ std::vector<std::pair<int64_t, int64_t>> GradReducer::plan(int64_t n, int64_t bu
 }
 
 GradReducer::GradReducer(Communicator& comm, const Tensor& grads, double bucket_bytes,
-                         const std::vector<int64_t>& cut_points, bool overlap)
-    : comm_(comm), grads_(grads), overlap_(overlap) {
+                         const std::vector<int64_t>& cut_points, bool overlap,
+                         std::vector<int64_t> shard_bounds)
+    : comm_(comm), grads_(grads), overlap_(overlap), shards_(std::move(shard_bounds)) {
+  HPC_ASSERT(shards_.empty() || (shards_.size() == static_cast<size_t>(comm.size()) + 1 &&
+                                 shards_.back() == grads.count()),
+             "GradReducer: shard bounds do not fit the buffer");
   auto elems = [&](double bytes) {
     return static_cast<int64_t>(
         std::clamp(std::ceil(bytes / static_cast<double>(dtype_size(grads.dtype()))), 1.0, 9.0e18));
@@ -73,7 +78,15 @@ void GradReducer::start(size_t upto) {
   std::vector<Tensor> bufs;
   for (size_t i = next_; i < upto; ++i)
     bufs.push_back(grads_.slice(buckets_[i].begin, Shape{buckets_[i].end - buckets_[i].begin}));
-  std::vector<std::unique_ptr<Request>> reqs = comm_.allreduce_group(bufs, ReduceOp::Avg);
+  std::vector<std::unique_ptr<Request>> reqs;
+  if (shards_.empty()) {
+    reqs = comm_.allreduce_group(bufs, ReduceOp::Avg);
+  } else {
+    std::vector<std::vector<int64_t>> bounds;
+    for (size_t i = next_; i < upto; ++i)
+      bounds.push_back(shard_bounds_within(shards_, buckets_[i].begin, buckets_[i].end));
+    reqs = comm_.reduce_scatter_group(bufs, ReduceOp::Avg, bounds);
+  }
   for (size_t i = next_; i < upto; ++i) buckets_[i].request = std::move(reqs[i - next_]);
   next_ = upto;
 }
@@ -100,6 +113,20 @@ double GradReducer::finish() {
     b.done = true;
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace hpc::dist
+
+namespace hpc::dist {
+
+void GradReducer::allgather_params(const Tensor& params) {
+  HPC_ASSERT(sharded() && params.count() == grads_.count(), "allgather_params: not sharded, or another layout");
+  std::vector<std::unique_ptr<Request>> reqs;
+  for (auto it = buckets_.rbegin(); it != buckets_.rend(); ++it)  // launch order is highest offsets first
+    reqs.push_back(comm_.allgather_shards_async(params.slice(it->begin, Shape{it->end - it->begin}),
+                                                shard_bounds_within(shards_, it->begin, it->end)));
+  fault_at(FaultPoint::Allgather);  // test-only: a rank killed while the parameter all-gathers are in flight
+  for (auto& r : reqs) r->wait_on_device();
 }
 
 }  // namespace hpc::dist

@@ -26,6 +26,13 @@
 // (Request::wait_on_device), so the optimizer's kernels, queued next, read
 // reduced gradients, and the host never blocks on the device here. On host
 // communicators (MPI) wait_on_device() is a plain wait.
+//
+// Sharded (ZeRO, dist.zero = 1 | 2; dist/shards.h): given the shard bounds
+// of the flat buffer, each bucket is reduce-scattered instead (every rank
+// ends with the reduced average of its own shard, bitwise what the
+// allreduce leaves there), and allgather_params() sends each rank's updated
+// parameter shard to every rank, bucket by bucket in forward order (the
+// lowest offsets, which the next forward needs first, first).
 #pragma once
 
 #include <memory>
@@ -39,8 +46,10 @@ namespace hpc::dist {
 class GradReducer {
  public:
   // cut_points: offsets where a bucket may end (empty: anywhere).
+  // shard_bounds: reduce-scatter over those shards (empty: allreduce).
   GradReducer(Communicator& comm, const Tensor& grads, double bucket_bytes,
-              const std::vector<int64_t>& cut_points = {}, bool overlap = true);
+              const std::vector<int64_t>& cut_points = {}, bool overlap = true,
+              std::vector<int64_t> shard_bounds = {});
 
   // Begins a reduction round (the last micro-step of an optimizer step).
   void begin();
@@ -51,6 +60,11 @@ class GradReducer {
   // spent here: on the host, the communication that backward did not hide; on
   // the GPU only the cost of queueing (the wait shows in the next readback).
   double finish();
+
+  // Sharded only: every rank's shard of params (the gradients' layout) to every rank, one
+  // all-gather per bucket, all started before any is waited for (wait_on_device).
+  void allgather_params(const Tensor& params);
+  bool sharded() const { return !shards_.empty(); }
 
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
   // [begin, end) element ranges in launch order (highest offsets first).
@@ -73,6 +87,7 @@ class GradReducer {
   Communicator& comm_;
   Tensor grads_;
   bool overlap_;
+  std::vector<int64_t> shards_;  // shard bounds of the flat buffer (empty: not sharded)
   std::vector<Bucket> buckets_;  // in launch order: highest offsets first
   size_t next_ = 0;              // first bucket not yet started
 };

@@ -59,8 +59,14 @@ class MpiAllreduceRequest final : public Request {
   // background: started to run alongside computation (a bucket), so the progress thread takes care
   // of it and it queues behind earlier buckets; a blocking allreduce starts at once and is driven by
   // its own wait. Throws MpiCallFailed.
-  MpiAllreduceRequest(MpiComm& comm, const Tensor& buf, ReduceOp op, uint64_t seq, int tag, bool background)
+  // bounds: a reduce-scatter over those shards (null: an allreduce).
+  MpiAllreduceRequest(MpiComm& comm, const Tensor& buf, ReduceOp op, uint64_t seq, int tag, bool background,
+                      const std::vector<int64_t>* bounds)
       : comm_(comm), seq_(seq), background_(background), buf_(buf), op_(op), tag_(tag) {
+    if (bounds != nullptr) {
+      scatter_ = true;
+      bounds_ = *bounds;
+    }
     if (background_) ++comm_.background_;
     if (background_ && comm_.live_background_ >= comm_.max_live_background_)
       comm_.queued_.push_back(this);
@@ -82,8 +88,11 @@ class MpiAllreduceRequest final : public Request {
   uint64_t seq() const { return seq_; }
   // Posts the first messages (mu_ held). Throws MpiCallFailed.
   void launch() {
-    algo_ = std::make_unique<RankOrderAllreduce>(buf_, op_, comm_.comm_, tag_, comm_.max_msg_, comm_.pool_,
-                                                 comm_.remote_.empty() ? nullptr : &comm_.remote_);
+    const std::vector<char>* remote = comm_.remote_.empty() ? nullptr : &comm_.remote_;
+    algo_ = scatter_ ? std::make_unique<RankOrderAllreduce>(buf_, op_, comm_.comm_, tag_, comm_.max_msg_,
+                                                            comm_.pool_, remote, bounds_)
+                     : std::make_unique<RankOrderAllreduce>(buf_, op_, comm_.comm_, tag_, comm_.max_msg_,
+                                                            comm_.pool_, remote);
     comm_.active_.push_back(this);
     if (background_) ++comm_.live_background_;
   }
@@ -116,6 +125,8 @@ class MpiAllreduceRequest final : public Request {
   Tensor buf_;
   ReduceOp op_;
   int tag_;
+  bool scatter_ = false;
+  std::vector<int64_t> bounds_;
   std::unique_ptr<RankOrderAllreduce> algo_;
   std::atomic<bool> done_{false};
   bool retired_ = false;
@@ -290,14 +301,65 @@ std::unique_ptr<Request> MpiComm::allreduce_async(const Tensor& buf, ReduceOp op
   return start_allreduce(buf, op, true);
 }
 
-std::unique_ptr<Request> MpiComm::start_allreduce(const Tensor& buf, ReduceOp op, bool background) {
+std::unique_ptr<Request> MpiComm::reduce_scatter_async(const Tensor& buf, ReduceOp op,
+                                                       const std::vector<int64_t>& bounds) {
+  return start_allreduce(buf, op, true, &bounds);
+}
+
+namespace {
+// A plain MPI collective's requests, waited for against the deadline like every other.
+class MpiPlainRequest final : public Request {
+ public:
+  MpiPlainRequest(std::function<void(std::vector<MPI_Request>&)> wait_all, std::vector<MPI_Request> reqs)
+      : wait_all_(std::move(wait_all)), reqs_(std::move(reqs)) {}
+  // Unwinding with the collective in flight, the job is failing: MPI forbids freeing or cancelling a
+  // non-blocking collective's request, so it is left to the abort that follows.
+  void wait() override { wait_all_(reqs_); }
+  bool test() override {
+    int flag = 0;
+    MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &flag, MPI_STATUSES_IGNORE);
+    return flag != 0;
+  }
+
+ private:
+  std::function<void(std::vector<MPI_Request>&)> wait_all_;
+  std::vector<MPI_Request> reqs_;
+};
+}  // namespace
+
+std::unique_ptr<Request> MpiComm::allgather_shards_async(const Tensor& buf, const std::vector<int64_t>& bounds) {
+  HPC_ASSERT(buf.device() == Device::CPU, "MpiComm gathers host buffers only");
+  bool ok = bounds.size() == static_cast<size_t>(size_) + 1 && bounds.front() == 0 && bounds.back() == buf.count();
+  for (size_t i = 1; ok && i < bounds.size(); ++i) ok = bounds[i - 1] <= bounds[i];
+  HPC_ASSERT(ok, "allgather_shards: shard bounds do not cut the buffer");
+  const uint64_t seq = begin_collective();
+  std::vector<int> counts(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    const int64_t c = bounds[static_cast<size_t>(r) + 1] - bounds[static_cast<size_t>(r)];
+    if (c > max_msg_ || bounds[static_cast<size_t>(r)] > INT_MAX)
+      throw Error(EXIT_INTERNAL, "allgather_shards: a shard or an offset beyond " + std::to_string(max_msg_) +
+                                     " elements, the MPI count limit of one message");
+    counts[static_cast<size_t>(r)] = static_cast<int>(c);
+    displs[static_cast<size_t>(r)] = static_cast<int>(bounds[static_cast<size_t>(r)]);
+  }
+  std::vector<MPI_Request> reqs(1);
+  const MPI_Datatype type = mpi_type(buf.dtype());
+  int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, type, buf.raw(), counts.data(), displs.data(), type, comm_, &reqs[0]);
+  if (rc != MPI_SUCCESS)
+    fail(seq, CollOp::Allgather, std::string("failed: ") + MpiCallFailed(rc, "MPI_Iallgatherv").what());
+  return std::make_unique<MpiPlainRequest>(
+      [this, seq](std::vector<MPI_Request>& r) { wait_all(r, seq, CollOp::Allgather); }, std::move(reqs));
+}
+
+std::unique_ptr<Request> MpiComm::start_allreduce(const Tensor& buf, ReduceOp op, bool background,
+                                                  const std::vector<int64_t>* bounds) {
   const uint64_t seq = begin_collective();
   const int tag = static_cast<int>(2 * (tags_used_++ % static_cast<uint64_t>(tag_span_)));
   std::unique_ptr<MpiAllreduceRequest> r;
   bool wake = false;
   try {
     std::lock_guard<std::mutex> lock(mu_);
-    r = std::make_unique<MpiAllreduceRequest>(*this, buf, op, seq, tag, background);
+    r = std::make_unique<MpiAllreduceRequest>(*this, buf, op, seq, tag, background, bounds);
     wake = background && background_ == 1;  // the helper sleeps until there is background work
   } catch (const MpiCallFailed& e) {
     fail(seq, CollOp::Allreduce, std::string("failed: ") + e.what());

@@ -1,6 +1,6 @@
 // MpiComm: the Communicator over MPI for host buffers (CPU nodes).
 //
-// Allreduce is RankOrderAllreduce (rank_order_allreduce.h): bitwise the same
+// Allreduce and reduce-scatter are RankOrderAllreduce (rank_order_allreduce.h): bitwise the same
 // result for any bucketing, exact averages (one division), progress on every
 // test(). Broadcast, allgather and barrier are MPI's non-blocking
 // collectives. Every wait polls against a deadline (dist.timeout): a peer
@@ -84,6 +84,12 @@ class MpiComm final : public Communicator {
 
   void allreduce(const Tensor& buf, ReduceOp op) override;
   std::unique_ptr<Request> allreduce_async(const Tensor& buf, ReduceOp op) override;
+  // Rank-ordered like the allreduce (RankOrderAllreduce without its allgather round): the same bits.
+  // Queued with the buckets (one at a time on one node), advanced by the progress thread.
+  std::unique_ptr<Request> reduce_scatter_async(const Tensor& buf, ReduceOp op,
+                                                const std::vector<int64_t>& bounds) override;
+  // MPI_Iallgatherv in place (copies: any algorithm gives the same bits).
+  std::unique_ptr<Request> allgather_shards_async(const Tensor& buf, const std::vector<int64_t>& bounds) override;
   void broadcast(const Tensor& buf, int root) override;
   void allgather(const Tensor& send, const Tensor& recv) override;
   void barrier() override;
@@ -96,7 +102,8 @@ class MpiComm final : public Communicator {
  private:
   friend class MpiAllreduceRequest;
   uint64_t begin_collective();
-  std::unique_ptr<Request> start_allreduce(const Tensor& buf, ReduceOp op, bool background);
+  std::unique_ptr<Request> start_allreduce(const Tensor& buf, ReduceOp op, bool background,
+                                           const std::vector<int64_t>* bounds = nullptr);
   void wait_until(const std::function<bool()>& done, uint64_t seq, CollOp op);
   void wait_all(std::vector<MPI_Request>& reqs, uint64_t seq, CollOp op);
   [[noreturn]] void fail(uint64_t seq, CollOp op, const std::string& reason);

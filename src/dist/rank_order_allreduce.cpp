@@ -131,9 +131,40 @@ RankOrderAllreduce::RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm 
           max_msg, std::max<int64_t>(1, REMOTE_PIECE_BYTES / static_cast<int64_t>(dtype_size(buf.dtype()))))),
       remote_(remote) {
   HPC_ASSERT(buf.device() == Device::CPU, "MpiComm reduces host buffers only");
-  if (op == ReduceOp::Avg && dtype_ == DType::I32) throw Error(EXIT_INTERNAL, "allreduce: Avg of integers");
+  start(pool);
+}
+
+RankOrderAllreduce::RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm comm, int tag,
+                                       int64_t max_msg, ScratchPool& pool, const std::vector<char>* remote,
+                                       const std::vector<int64_t>& bounds)
+    : base_(static_cast<char*>(buf.raw())),
+      n_(buf.count()),
+      dtype_(buf.dtype()),
+      esize_(dtype_size(buf.dtype())),
+      mtype_(reduce_type(buf.dtype())),
+      op_(op),
+      comm_(comm),
+      tag_(tag),
+      max_msg_(max_msg),
+      remote_msg_(std::min<int64_t>(
+          max_msg, std::max<int64_t>(1, REMOTE_PIECE_BYTES / static_cast<int64_t>(dtype_size(buf.dtype()))))),
+      remote_(remote),
+      bounds_(bounds),
+      scatter_only_(true) {
+  HPC_ASSERT(buf.device() == Device::CPU, "MpiComm reduces host buffers only");
+  start(pool);
+}
+
+void RankOrderAllreduce::start(ScratchPool& pool) {
+  if (op_ == ReduceOp::Avg && dtype_ == DType::I32) throw Error(EXIT_INTERNAL, "allreduce: Avg of integers");
   MPI_Comm_rank(comm_, &r_);
   MPI_Comm_size(comm_, &p_);
+  if (scatter_only_) {
+    bool ok = bounds_.size() == static_cast<size_t>(p_) + 1 && bounds_.front() == 0 && bounds_.back() == n_;
+    for (size_t i = 1; ok && i < bounds_.size(); ++i) ok = bounds_[i - 1] <= bounds_[i];
+    HPC_ASSERT(ok, "reduce-scatter: shard bounds do not cut the buffer of " + std::to_string(n_) +
+                       " elements into " + std::to_string(p_) + " shards");
+  }
   rs_send_.resize(static_cast<size_t>(p_));
   ag_recv_.resize(static_cast<size_t>(p_));
   ag_send_.resize(static_cast<size_t>(p_));
@@ -218,7 +249,7 @@ void RankOrderAllreduce::poll() {
     Transfer& t = *owner_[static_cast<size_t>(completed_[static_cast<size_t>(i)])];
     --live_;
     // Chunk q's result may land only after my send of chunk q (the same memory) has completed.
-    if (--t.remaining == 0 && t.kind == Kind::RsSend && !direct_)
+    if (--t.remaining == 0 && t.kind == Kind::RsSend && !direct_ && !scatter_only_)
       post(ag_recv_[static_cast<size_t>(t.peer)], Kind::AgRecv, t.peer, chunk(t.peer), count(t.peer));
   }
 }
@@ -298,7 +329,7 @@ bool RankOrderAllreduce::progress() {
   }
   if (fold_next_ == p_ && !folded_) {
     finish_chunk();
-    for (int k = 1; k < p_ && count(r_) > 0 && !direct_; ++k) {
+    for (int k = 1; k < p_ && count(r_) > 0 && !direct_ && !scatter_only_; ++k) {
       const int q = (r_ + k) % p_;
       post(ag_send_[static_cast<size_t>(q)], Kind::AgSend, q, chunk(r_), count(r_));
     }

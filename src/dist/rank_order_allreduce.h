@@ -31,6 +31,12 @@
 // sends its whole buffer to every other and folds all of them, in the same
 // rank order, so the bits are the same as in the two-round scheme (and any
 // bucketing still gives the same result), at half the latency.
+//
+// Reduce-scatter (ZeRO): the same object with the chunk boundaries given
+// (rank r owns [bounds[r], bounds[r+1])) and the allgather round left out.
+// Every element is folded by its owner in the same rank order, so a
+// reduce-scatter leaves bitwise what the allreduce would in the owner's
+// chunk, whatever the boundaries.
 #pragma once
 
 #include <mpi.h>
@@ -80,6 +86,10 @@ class RankOrderAllreduce {
   // remote: per rank of comm, whether it is on another node (null: none is); it must outlive this.
   RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm comm, int tag, int64_t max_msg,
                      ScratchPool& pool, const std::vector<char>* remote = nullptr);
+  // Reduce-scatter: bounds (size+1 offsets, 0 … buf.count()) cut the chunks; only the own chunk is
+  // reduced (in the one-round mode, the whole buffer is: the same bits).
+  RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm comm, int tag, int64_t max_msg,
+                     ScratchPool& pool, const std::vector<char>* remote, const std::vector<int64_t>& bounds);
   // The largest message to a peer on another node (see above).
   static constexpr int64_t REMOTE_PIECE_BYTES = int64_t{63} * 1024;
   ~RankOrderAllreduce();
@@ -103,7 +113,8 @@ class RankOrderAllreduce {
     char* data = nullptr;  // count(r) elements of scratch
     Transfer t;            // RsRecv of the contribution it holds (t.peer)
   };
-  int64_t lo(int q) const { return n_ * q / p_; }
+  void start(ScratchPool& pool);
+  int64_t lo(int q) const { return bounds_.empty() ? n_ * q / p_ : bounds_[static_cast<size_t>(q)]; }
   // Elements of each contribution this rank receives: its chunk, or everything in the one-round mode.
   int64_t incoming() const { return direct_ ? n_ : count(r_); }
   int64_t count(int q) const { return lo(q + 1) - lo(q); }
@@ -126,6 +137,8 @@ class RankOrderAllreduce {
   int64_t max_msg_;
   int64_t remote_msg_;               // max_msg_ for peers on other nodes (REMOTE_PIECE_BYTES)
   const std::vector<char>* remote_;  // per peer: on another node (null: none)
+  std::vector<int64_t> bounds_;      // reduce-scatter: the chunk boundaries (empty: n·q/p, and an allgather)
+  bool scatter_only_ = false;
 
   // Every request ever posted (MPI_REQUEST_NULL once complete) and the transfer it belongs to: at
   // most 4·(p−1) transfers, each one request per piece (a few dozen for a bucket of a few MiB sent

@@ -146,6 +146,15 @@ std::vector<DecayRange> decay_ranges_of(const std::vector<nn::ParamInfo>& params
   return out;
 }
 
+std::vector<DecayRange> decay_ranges_in(const std::vector<DecayRange>& ranges, int64_t lo, int64_t hi) {
+  std::vector<DecayRange> out;
+  for (const DecayRange& r : ranges) {
+    const int64_t a = std::max(r.offset, lo), b = std::min(r.offset + r.count, hi);
+    if (b > a) out.push_back({a - lo, b - a});
+  }
+  return out;
+}
+
 std::unique_ptr<Optimizer> Optimizer::create(const OptimConfig& cfg, const Tensor& params,
                                              std::vector<DecayRange> decay_ranges) {
   return std::make_unique<FlatOptimizer>(hyper_from(cfg), params, std::move(decay_ranges));
@@ -158,8 +167,13 @@ void Optimizer::set_steps_taken(int64_t steps) {
 
 double clip_grad_norm(const Tensor& grads, double max_norm) {
   const double norm = std::sqrt(backend::sum_squares(grads));
-  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm) backend::scale(grads, max_norm / (norm + 1e-6));
+  clip_to_norm(grads, norm, max_norm);
   return norm;
+}
+
+void clip_to_norm(const Tensor& grads, double norm, double max_norm) {
+  if (max_norm > 0 && std::isfinite(norm) && norm > max_norm && grads.count() > 0)
+    backend::scale(grads, max_norm / (norm + 1e-6));
 }
 
 }  // namespace hpc::optim

@@ -32,6 +32,10 @@ struct DecayRange {
 // The decay ranges of a model: every parameter whose ParamInfo says weight_decay.
 std::vector<DecayRange> decay_ranges_of(const std::vector<nn::ParamInfo>& params);
 
+// The ranges that fall in [lo, hi), relative to lo: an optimizer over one ZeRO shard of the flat
+// buffers (created on that slice) decays exactly the elements the whole-buffer one would.
+std::vector<DecayRange> decay_ranges_in(const std::vector<DecayRange>& ranges, int64_t lo, int64_t hi);
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -64,5 +68,7 @@ class Optimizer {
 // scaling would turn every gradient into NaN or zero and hide where the problem
 // was, so the caller decides (skip the step, abort) from the returned value.
 double clip_grad_norm(const Tensor& grads, double max_norm);
+// The clipping half of it, from a norm computed elsewhere (ZeRO: over every rank's shard).
+void clip_to_norm(const Tensor& grads, double norm, double max_norm);
 
 }  // namespace hpc::optim

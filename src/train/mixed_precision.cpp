@@ -49,7 +49,7 @@ DType MixedPrecision::model_dtype(Precision precision, Device device) {
 }
 
 MixedPrecision::MixedPrecision(Precision precision, Device device, const Tensor& model_params,
-                               const Tensor& model_grads)
+                               const Tensor& model_grads, int64_t shard_lo, int64_t shard_hi)
     : precision_(precision),
       model_dtype_(model_dtype(precision, device)),
       scaling_(precision == Precision::Fp16),
@@ -57,11 +57,18 @@ MixedPrecision::MixedPrecision(Precision precision, Device device, const Tensor&
       grads_(model_grads) {
   HPC_ASSERT(model_params.dtype() == model_dtype_ && model_grads.dtype() == model_dtype_,
              std::string("mixed precision: the model is not in ") + name());
+  if (shard_hi < 0) shard_hi = model_params.count();
+  HPC_ASSERT(0 <= shard_lo && shard_lo <= shard_hi && shard_hi <= model_params.count(),
+             "mixed precision: shard outside the parameter buffer");
+  const Shape flat{shard_hi - shard_lo};
+  params_shard_ = shard_lo == 0 && shard_hi == model_params.count() ? model_params
+                                                                    : model_params.slice(shard_lo, flat);
+  grads_shard_ =
+      shard_lo == 0 && shard_hi == model_grads.count() ? model_grads : model_grads.slice(shard_lo, flat);
   if (!sixteen_bit()) return;
-  const Shape flat{model_params.count()};
   master_ = Tensor(flat, DType::F32, model_params.device());
   grads32_ = Tensor(flat, DType::F32, model_params.device());
-  backend::convert(model_params, master_);
+  if (flat.count() > 0) backend::convert(params_shard_, master_);
 }
 
 bool MixedPrecision::unscale() {
@@ -69,15 +76,18 @@ bool MixedPrecision::unscale() {
   if (!scaling_) {
     // bf16: S = 1, and an inf/NaN is divergence, which the gradient-norm check
     // reports; a plain conversion spares waiting for a count.
-    backend::convert(grads_, grads32_);
+    if (grads32_.count() > 0) backend::convert(grads_shard_, grads32_);
     return true;
   }
-  const int64_t nonfinite = backend::unscale_grads(grads_, grads32_, 1.0 / loss_scale());
+  double nonfinite =
+      grads32_.count() > 0 ? static_cast<double>(backend::unscale_grads(grads_shard_, grads32_, 1.0 / loss_scale()))
+                           : 0.0;
+  if (max_over_ranks_) nonfinite = max_over_ranks_(nonfinite);
   return scale_.update(nonfinite > 0);
 }
 
 void MixedPrecision::publish() {
-  if (sixteen_bit()) backend::convert(master_, params_);
+  if (sixteen_bit() && master_.count() > 0) backend::convert(master_, params_shard_);
 }
 
 }  // namespace hpc::train

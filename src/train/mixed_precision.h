@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "config/config.h"
@@ -65,15 +66,24 @@ class MixedPrecision {
   // Takes the flat buffers of the model built in model_dtype(precision,
   // device), with the parameters every rank starts from (after the start-up
   // broadcast): a 16-bit run copies them into its fp32 master weights here.
-  MixedPrecision(Precision precision, Device device, const Tensor& model_params, const Tensor& model_grads);
+  // [shard_lo, shard_hi): the range of the flat buffers this rank's optimizer steps (ZeRO,
+  // train/sharding.h; shard_hi < 0: all of it). The master weights and fp32 gradients exist for
+  // that range only; optimizer_params()/optimizer_grads() are that range.
+  MixedPrecision(Precision precision, Device device, const Tensor& model_params, const Tensor& model_grads,
+                 int64_t shard_lo = 0, int64_t shard_hi = -1);
 
   const char* name() const { return name_of(precision_); }
   DType model_dtype() const { return model_dtype_; }
   bool sixteen_bit() const { return model_dtype_ != DType::F32; }
   // What the optimizer steps and clipping measures: the master weights and
   // fp32 gradients (16-bit), or the model's own buffers (fp32).
-  const Tensor& optimizer_params() const { return sixteen_bit() ? master_ : params_; }
-  const Tensor& optimizer_grads() const { return sixteen_bit() ? grads32_ : grads_; }
+  const Tensor& optimizer_params() const { return sixteen_bit() ? master_ : params_shard_; }
+  const Tensor& optimizer_grads() const { return sixteen_bit() ? grads32_ : grads_shard_; }
+  // fp16 with sharded gradients: a rank sees only its shard's overflows, so the skip decision takes
+  // the largest count over the ranks (set by the trainer when sharded).
+  void set_count_over_ranks(std::function<double(double)> max_over_ranks) {
+    max_over_ranks_ = std::move(max_over_ranks);
+  }
 
   // The factor the loss gradient is multiplied by before backward.
   double loss_scale() const { return scaling_ ? scale_.scale() : 1.0; }
@@ -85,7 +95,8 @@ class MixedPrecision {
   // Returns false when the step must be skipped (fp16 gradients that
   // overflowed); the loss scale is updated either way.
   bool unscale();
-  // After the optimizer step: the model's parameters ← the master weights.
+  // After the optimizer step: the model's parameters ← the master weights (the shard's range: the
+  // trainer all-gathers the rest).
   void publish();
 
   int64_t skipped_steps() const { return scale_.skipped_steps(); }
@@ -96,8 +107,10 @@ class MixedPrecision {
   DType model_dtype_;
   bool scaling_ = false;  // fp16: dynamic loss scaling
   DynamicLossScale scale_;
-  Tensor params_, grads_;    // the model's flat buffers
-  Tensor master_, grads32_;  // fp32 copies (16-bit runs only)
+  Tensor params_, grads_;              // the model's flat buffers
+  Tensor params_shard_, grads_shard_;  // their range that this rank steps (all of them unsharded)
+  Tensor master_, grads32_;            // fp32 copies of that range (16-bit runs only)
+  std::function<double(double)> max_over_ranks_;
 };
 
 }  // namespace hpc::train

@@ -128,12 +128,20 @@ void Trainer::sync_replicas() {
 
 void Trainer::build_optimizer() {
   // After sync_replicas: a 16-bit run's fp32 master weights are copies of rank 0's parameters.
-  precision_ =
-      std::make_unique<MixedPrecision>(cfg_.train.precision, device_, model_->params(), model_->grads());
+  // dist.zero: master weights, fp32 gradients and optimizer state for this rank's shard only.
+  sharding_ = std::make_unique<Sharding>(cfg_.dist.zero, ctx_.rank(), ctx_.world(), model_->num_params(), device_);
+  precision_ = std::make_unique<MixedPrecision>(cfg_.train.precision, device_, model_->params(), model_->grads(),
+                                                sharding_->lo(), sharding_->hi());
+  if (sharding_->active())
+    precision_->set_count_over_ranks([this](double n) {
+      comm_.allreduce(Tensor::borrow(&n, Shape{1}, DType::F64), dist::ReduceOp::Max);
+      return n;
+    });
   peak_lr_ = optim::scaled_lr(cfg_.optim, global_batch_, &lr_note_);
   // The optimizer steps the fp32 master weights of a 16-bit model (the model's own buffer otherwise).
-  optimizer_ = optim::Optimizer::create(cfg_.optim, precision_->optimizer_params(),
-                                        optim::decay_ranges_of(model_->param_info()));
+  optimizer_ = optim::Optimizer::create(
+      cfg_.optim, precision_->optimizer_params(),
+      optim::decay_ranges_in(optim::decay_ranges_of(model_->param_info()), sharding_->lo(), sharding_->hi()));
   schedule_ = std::make_unique<optim::LrSchedule>(cfg_.optim, peak_lr_, total_steps_);
 }
 
@@ -141,8 +149,11 @@ void Trainer::build_reducer() {
   if (ctx_.world() == 1) return;
   std::vector<int64_t> cuts;  // buckets end at parameter boundaries: a tensor is never split
   for (const nn::ParamInfo& p : model_->param_info()) cuts.push_back(p.offset);
-  reducer_ = std::make_unique<dist::GradReducer>(*grad_comm_, model_->grads(),
-                                                 cfg_.dist.bucket_mb * 1048576.0, cuts, cfg_.dist.overlap);
+  // ZeRO 1 reduce-scatters the buckets after backward, ZeRO 2 as backward completes them (dist.overlap).
+  const bool overlap = sharding_->stage() == 1 ? false : cfg_.dist.overlap;
+  reducer_ = std::make_unique<dist::GradReducer>(
+      *grad_comm_, model_->grads(), cfg_.dist.bucket_mb * 1048576.0, cuts, overlap,
+      sharding_->active() ? sharding_->bounds() : std::vector<int64_t>{});
 }
 
 void Trainer::start_loaders() {

@@ -77,10 +77,20 @@ void Trainer::print_header() {
         "precision: %s activations, parameters and gradients; fp32 master weights and optimizer state%s\n",
         precision_->name(), precision_->loss_scale() != 1.0 ? "; dynamic loss scaling" : "");
   if (sum_over_replicas_) std::printf("SyncBatchNorm: on (batch statistics over all %d ranks)\n", ri.world);
+  if (!sharding_->note().empty()) std::printf("%s\n", sharding_->note().c_str());
+  std::printf("memory per rank: parameters %.2f MiB, gradients %.2f MiB, optimizer state %.2f MiB%s",
+              double(model_->params().num_bytes()) / 1048576.0, grad_buffer_bytes() / 1048576.0,
+              optimizer_state_bytes() / 1048576.0, precision_->sixteen_bit() ? " (with fp32 master weights)" : "");
+  if (sharding_->active())
+    std::printf("; ZeRO stage %d: this rank steps elements [%lld, %lld) of %lld", sharding_->stage(),
+                static_cast<long long>(sharding_->lo()), static_cast<long long>(sharding_->hi()),
+                static_cast<long long>(model_->num_params()));
+  std::printf("\n");
   if (reducer_)
-    std::printf("gradient all-reduce: %d bucket(s) of ~%.3g MiB, %s, dist.timeout %g s\n",
-                reducer_->num_buckets(), cfg_.dist.bucket_mb,
-                cfg_.dist.overlap ? "overlapped with backward" : "after backward (no overlap)",
+    std::printf("gradient %s: %d bucket(s) of ~%.3g MiB, %s, dist.timeout %g s\n",
+                sharding_->active() ? "reduce-scatter" : "all-reduce", reducer_->num_buckets(), cfg_.dist.bucket_mb,
+                cfg_.dist.overlap && sharding_->stage() != 1 ? "overlapped with backward"
+                                                             : "after backward (no overlap)",
                 cfg_.dist.timeout);
   std::fflush(stdout);
   print_checkpoint_policy();
@@ -151,7 +161,10 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
     ++step_;
     return;
   }
-  last_grad_norm_ = optim::clip_grad_norm(precision_->optimizer_grads(), cfg_.optim.clip_norm);
+  // The norm over every rank's shard in a fixed order (train/sharding.h): the same bits for any
+  // dist.zero; clipping scales this rank's gradients by the same factor as unsharded.
+  last_grad_norm_ = sharding_->grad_norm(precision_->optimizer_grads(), comm_);
+  optim::clip_to_norm(precision_->optimizer_grads(), last_grad_norm_, cfg_.optim.clip_norm);
   if (!std::isfinite(last_grad_norm_))
     throw UserError("training diverged: the gradient norm is not finite at step " +
                     std::to_string(step_ + 1) +
@@ -160,7 +173,25 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
   optimizer_->step(precision_->optimizer_params(), precision_->optimizer_grads(), last_lr_);
   precision_->publish();
   t.compute += seconds_since(t2);
+  if (sharding_->active()) {  // every rank's updated shard to every rank, before the next forward
+    auto t3 = Clock::now();
+    reducer_->allgather_params(model_->params());
+    t.comm += seconds_since(t3);
+  }
   ++step_;
+}
+
+double Trainer::optimizer_state_bytes() const {
+  double bytes = 0;
+  for (const auto& [name, t] : optimizer_->state()) bytes += static_cast<double>(t.num_bytes());
+  if (precision_->sixteen_bit()) bytes += static_cast<double>(precision_->optimizer_params().num_bytes());
+  return bytes;
+}
+
+double Trainer::grad_buffer_bytes() const {
+  double bytes = static_cast<double>(model_->grads().num_bytes());
+  if (precision_->sixteen_bit()) bytes += static_cast<double>(precision_->optimizer_grads().num_bytes());
+  return bytes;
 }
 
 std::string Trainer::device_report() const {
@@ -199,7 +230,9 @@ void Trainer::log_step(int64_t epoch, const StepTimes& t, double window_s) {
       .add("data_ms", 1e3 * t.data / steps)
       .add("compute_ms", 1e3 * t.compute / steps)
       .add("comm_ms", 1e3 * t.comm / steps)
-      .add("train_acc", sums[2] / std::max(1.0, sums[1]));
+      .add("train_acc", sums[2] / std::max(1.0, sums[1]))
+      .add("optimizer_state_mb", optimizer_state_bytes() / 1048576.0)
+      .add("grad_buffer_mb", grad_buffer_bytes() / 1048576.0);
   if (task().language_model()) r.add("tokens_per_s", sps * per_sample);
   if (precision_->sixteen_bit())
     r.add("loss_scale", precision_->loss_scale()).add_int("skipped_steps", precision_->skipped_steps());

@@ -40,6 +40,7 @@
 #include "train/metrics.h"
 #include "train/mixed_precision.h"
 #include "train/progress.h"
+#include "train/sharding.h"
 #include "train/signals.h"
 #include "train/task.h"
 
@@ -90,6 +91,9 @@ class Trainer {
   // (Re)starts the training loader at step_ (first step, or after a resume moved step_).
   void start_train_loader();
   void log_step(int64_t epoch, const StepTimes& t, double window_s);
+  // This rank's bytes of optimizer state (incl. master weights) and of gradient buffers.
+  double optimizer_state_bytes() const;
+  double grad_buffer_bytes() const;
   // "device memory: peak … of …" (and fp16's skipped steps and loss scale), for GPU runs.
   std::string device_report() const;
   // At a step boundary, on every rank: agree on stopping, checkpoint when due.
@@ -108,6 +112,7 @@ class Trainer {
   dist::Communicator& comm_;                   // host buffers (MPI): metrics, votes, checkpoint coordination
   dist::Communicator* grad_comm_ = nullptr;    // device buffers: gradients, parameters, SyncBN (NCCL on GPUs)
   Device device_ = Device::CPU;                // train.device, resolved
+  std::unique_ptr<Sharding> sharding_;         // dist.zero: this rank's shard of the flat buffers
   std::unique_ptr<MixedPrecision> precision_;  // train.precision: master weights, loss scale
   std::unique_ptr<BatchUpload> upload_;        // batches onto the device, in the model's input dtype
   RunData data_;                               // the task, the training and the validation split

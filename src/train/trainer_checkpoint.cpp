@@ -114,17 +114,30 @@ void Trainer::apply_resume_checkpoint() {
       const std::array<double, 4> row = ckpt::loss_scaling_row(*c.loss_scaling);
       std::copy(row.begin(), row.end(), head + 4);
     }
-    ckpt::restore(c, precision_->optimizer_params(), *model_, *optimizer_);
+    if (sharding_->active())
+      ckpt::restore_buffers(c, *model_);  // the sharded state goes to each rank by its shard, below
+    else
+      ckpt::restore(c, precision_->optimizer_params(), *model_, *optimizer_);
   }
   dist::Communicator& host = ctx_.host_comm();
   host.broadcast(Tensor::borrow(head, Shape{8}, DType::F64), 0);
   if (head[0] == 0) return;
   // The full-precision parameters (a 16-bit model's master weights), then the
   // model's own copy of them from those on every rank.
-  comm_for(precision_->optimizer_params()).broadcast(precision_->optimizer_params(), 0);
+  if (sharding_->active()) {
+    // ZeRO: each rank takes its shard of rank 0's whole-buffer copies (a shard per message), then the
+    // parameters are all-gathered as after every step. The checkpoint may come from any dist.zero.
+    const ckpt::Checkpoint* c = resume_ ? &resume_->checkpoint : nullptr;
+    sharding_->scatter_from_root(c ? c->params : Tensor(), precision_->optimizer_params(), host);
+    for (auto& [name, t] : optimizer_->state())
+      sharding_->scatter_from_root(c ? ckpt::optimizer_state_of(*c, name) : Tensor(), t, host);
+  } else {
+    comm_for(precision_->optimizer_params()).broadcast(precision_->optimizer_params(), 0);
+    for (auto& [name, t] : optimizer_->state()) comm_for(t).broadcast(t, 0);
+  }
   for (auto& [name, t] : model_->buffers()) comm_for(t).broadcast(t, 0);
-  for (auto& [name, t] : optimizer_->state()) comm_for(t).broadcast(t, 0);
   precision_->publish();
+  if (sharding_->active()) reducer_->allgather_params(model_->params());
   // fp16's loss scale and its counters continue where they stopped (exact resume); a checkpoint
   // without them (another precision, or written before they were saved) starts the scale afresh.
   if (precision_->dynamic_scaling() && head[3] > 0)
@@ -231,6 +244,15 @@ bool Trainer::save_checkpoint(const std::string& why) {
   Tensor all(Shape{5 * static_cast<int64_t>(world)}, DType::F64);
   ctx_.host_comm().allgather(Tensor::borrow(mine, Shape{5}, DType::F64), all);
 
+  // ZeRO: the sharded state, gathered shard by shard into rank 0's host copies (the checkpoint's own).
+  Tensor full_params;
+  std::vector<std::pair<std::string, Tensor>> full_state;
+  if (sharding_->active()) {
+    full_params = sharding_->gather_to_root(precision_->optimizer_params(), ctx_.host_comm());
+    for (auto& [name, t] : optimizer_->state())
+      full_state.emplace_back(name, sharding_->gather_to_root(t, ctx_.host_comm()));
+  }
+
   double status[3] = {1, 0, 0};  // written, seconds, the exit code of a failure that must stop the run
   if (ctx_.is_root()) {
     const double* g = all.data<double>();
@@ -256,7 +278,10 @@ bool Trainer::save_checkpoint(const std::string& why) {
     c.config_ini = to_ini(cfg_);
     c.hpctrain_version = std::string(HPCTRAIN_VERSION) + " (" + HPCTRAIN_COMMIT + ")";
     c.created_unix = static_cast<int64_t>(std::time(nullptr));
-    ckpt::capture(precision_->optimizer_params(), *model_, *optimizer_, c);
+    if (sharding_->active())
+      ckpt::capture(full_params, *model_, full_state, optimizer_->steps_taken(), c);
+    else
+      ckpt::capture(precision_->optimizer_params(), *model_, *optimizer_, c);
     if (precision_->dynamic_scaling()) {
       const DynamicLossScale::State l = precision_->scaler().state();
       c.loss_scaling = ckpt::LossScaling{l.scale, l.good_steps, l.skipped_steps, l.consecutive_skips};

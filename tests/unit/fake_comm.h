@@ -31,9 +31,11 @@ class FakeComm : public dist::Communicator {
   using Range = std::pair<int64_t, int64_t>;  // [begin, end) in elements of the base buffer
   struct Call {
     std::string
-        kind;  // "allreduce", "allreduce_before_compute", "async", "broadcast", "allgather", "barrier"
+        kind;  // "allreduce", "allreduce_before_compute", "async", "reduce_scatter", "allgather_shards",
+               // "broadcast", "allgather", "barrier"
     dist::ReduceOp op = dist::ReduceOp::Sum;
     std::vector<Range> ranges;  // one per buffer (a group has several); relative to the base
+    std::vector<std::vector<int64_t>> bounds;  // reduce_scatter / allgather_shards: each buffer's shard bounds
     size_t first_request = 0;   // index of the first request an async call made
   };
   // Threads that play ranks 0 … size−1 of one job.
@@ -72,6 +74,45 @@ class FakeComm : public dist::Communicator {
     for (size_t i = 0; i < bufs.size(); ++i) out.push_back(std::make_unique<Req>(*this, requests++));
     if (on_start) on_start(calls.back());
     return out;
+  }
+  // Requests like allreduce_group's (never done by themselves); with a group, the sums are real (the
+  // whole buffer, which includes every rank's shard).
+  std::vector<std::unique_ptr<dist::Request>> reduce_scatter_group(
+      const std::vector<Tensor>& bufs, dist::ReduceOp op,
+      const std::vector<std::vector<int64_t>>& bounds) override {
+    record("reduce_scatter", op, bufs);
+    calls.back().bounds = bounds;
+    calls.back().first_request = requests;
+    std::vector<std::unique_ptr<dist::Request>> out;
+    for (size_t i = 0; i < bufs.size(); ++i) out.push_back(std::make_unique<Req>(*this, requests++));
+    if (on_start) on_start(calls.back());
+    for (const Tensor& b : bufs) sum_over_group(b, op);
+    return out;
+  }
+  std::unique_ptr<dist::Request> reduce_scatter_async(const Tensor& buf, dist::ReduceOp op,
+                                                      const std::vector<int64_t>& bounds) override {
+    return std::move(reduce_scatter_group({buf}, op, {bounds})[0]);
+  }
+  // With a group, every rank's shard really lands on every rank (float64 buffers).
+  std::unique_ptr<dist::Request> allgather_shards_async(const Tensor& buf,
+                                                        const std::vector<int64_t>& bounds) override {
+    record("allgather_shards", dist::ReduceOp::Sum, {buf});
+    calls.back().bounds = {bounds};
+    calls.back().first_request = requests;
+    auto req = std::make_unique<Req>(*this, requests++);
+    if (on_start) on_start(calls.back());
+    if (group_) {
+      HPC_ASSERT(buf.dtype() == DType::F64 && bounds.size() == static_cast<size_t>(size_) + 1,
+                 "FakeComm group: float64 gathers, one shard per rank");
+      double* p = buf.data<double>();
+      group_->slots[static_cast<size_t>(rank_)].assign(p, p + buf.count());
+      group_->sync.arrive_and_wait();
+      for (int q = 0; q < size_; ++q)
+        for (int64_t i = bounds[static_cast<size_t>(q)]; i < bounds[static_cast<size_t>(q) + 1]; ++i)
+          p[i] = group_->slots[static_cast<size_t>(q)][static_cast<size_t>(i)];
+      group_->sync.arrive_and_wait();
+    }
+    return req;
   }
   void broadcast(const Tensor& buf, int) override { record("broadcast", dist::ReduceOp::Sum, {buf}); }
   void allgather(const Tensor& send, const Tensor&) override {

@@ -112,6 +112,15 @@ class NcclComm final : public Communicator {
   }
   std::vector<std::unique_ptr<Request>> allreduce_group(const std::vector<Tensor>& bufs,
                                                         ReduceOp op) override;
+  // Uneven shards: one ncclReduce / ncclBroadcast per owner, all in one group (ncclReduceScatter and
+  // ncclAllGather need equal counts); same stream and event ordering as the bucket allreduce.
+  std::vector<std::unique_ptr<Request>> reduce_scatter_group(
+      const std::vector<Tensor>& bufs, ReduceOp op, const std::vector<std::vector<int64_t>>& bounds) override;
+  std::unique_ptr<Request> reduce_scatter_async(const Tensor& buf, ReduceOp op,
+                                                const std::vector<int64_t>& bounds) override {
+    return std::move(reduce_scatter_group({buf}, op, {bounds})[0]);
+  }
+  std::unique_ptr<Request> allgather_shards_async(const Tensor& buf, const std::vector<int64_t>& bounds) override;
   void broadcast(const Tensor& buf, int root) override;
   void allgather(const Tensor& send, const Tensor& recv) override;
   void barrier() override;
@@ -330,6 +339,70 @@ std::vector<std::unique_ptr<Request>> NcclComm::allreduce_group(const std::vecto
   std::shared_ptr<Pending> p = enqueue_end(seqs.front(), CollOp::Allreduce);
   for (size_t i = 0; i < bufs.size(); ++i) out.push_back(std::make_unique<NcclRequest>(*this, p));
   return out;
+}
+
+std::vector<std::unique_ptr<Request>> NcclComm::reduce_scatter_group(
+    const std::vector<Tensor>& bufs, ReduceOp op, const std::vector<std::vector<int64_t>>& bounds) {
+  std::vector<std::unique_ptr<Request>> out;
+  if (bufs.empty()) return out;
+  HPC_ASSERT(bounds.size() == bufs.size(), "reduce_scatter_group: one set of bounds per buffer");
+  std::vector<uint64_t> seqs;
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    check_device(bufs[i], "reduce_scatter");
+    HPC_ASSERT(bounds[i].size() == static_cast<size_t>(size_) + 1 && bounds[i].back() == bufs[i].count(),
+               "reduce_scatter: shard bounds do not cut the buffer");
+    seqs.push_back(next_seq());
+  }
+  order_after_compute();
+  ncclResult_t first_error = ncclSuccess, end = ncclSuccess;
+  with_comm([&](ncclComm_t c) {
+    ncclGroupStart();
+    for (size_t i = 0; i < bufs.size(); ++i) {
+      const size_t esize = dtype_size(bufs[i].dtype());
+      char* base = static_cast<char*>(bufs[i].raw());
+      for (int q = 0; q < size_; ++q) {
+        const int64_t lo = bounds[i][static_cast<size_t>(q)], hi = bounds[i][static_cast<size_t>(q) + 1];
+        if (hi <= lo) continue;
+        char* p = base + static_cast<size_t>(lo) * esize;
+        ncclResult_t r = ncclReduce(p, p, static_cast<size_t>(hi - lo), nccl_type(bufs[i].dtype()), nccl_op(op),
+                                    q, c, stream_);
+        if (r != ncclSuccess && r != ncclInProgress && first_error == ncclSuccess) first_error = r;
+      }
+    }
+    end = ncclGroupEnd();
+    return ncclSuccess;
+  });
+  if (first_error != ncclSuccess) settle(first_error, seqs.front(), CollOp::Allreduce, "ncclReduce");
+  settle(end, seqs.front(), CollOp::Allreduce, "ncclGroupEnd");
+  std::shared_ptr<Pending> p = enqueue_end(seqs.front(), CollOp::Allreduce);
+  for (size_t i = 0; i < bufs.size(); ++i) out.push_back(std::make_unique<NcclRequest>(*this, p));
+  return out;
+}
+
+std::unique_ptr<Request> NcclComm::allgather_shards_async(const Tensor& buf, const std::vector<int64_t>& bounds) {
+  check_device(buf, "allgather_shards");
+  HPC_ASSERT(bounds.size() == static_cast<size_t>(size_) + 1 && bounds.back() == buf.count(),
+             "allgather_shards: shard bounds do not cut the buffer");
+  const uint64_t seq = next_seq();
+  order_after_compute();
+  ncclResult_t first_error = ncclSuccess, end = ncclSuccess;
+  with_comm([&](ncclComm_t c) {
+    ncclGroupStart();
+    const size_t esize = dtype_size(buf.dtype());
+    char* base = static_cast<char*>(buf.raw());
+    for (int q = 0; q < size_; ++q) {
+      const int64_t lo = bounds[static_cast<size_t>(q)], hi = bounds[static_cast<size_t>(q) + 1];
+      if (hi <= lo) continue;
+      char* p = base + static_cast<size_t>(lo) * esize;
+      ncclResult_t r = ncclBroadcast(p, p, static_cast<size_t>(hi - lo), nccl_type(buf.dtype()), q, c, stream_);
+      if (r != ncclSuccess && r != ncclInProgress && first_error == ncclSuccess) first_error = r;
+    }
+    end = ncclGroupEnd();
+    return ncclSuccess;
+  });
+  if (first_error != ncclSuccess) settle(first_error, seq, CollOp::Allgather, "ncclBroadcast");
+  settle(end, seq, CollOp::Allgather, "ncclGroupEnd");
+  return std::make_unique<NcclRequest>(*this, enqueue_end(seq, CollOp::Allgather));
 }
 
 void NcclComm::broadcast(const Tensor& buf, int root) {

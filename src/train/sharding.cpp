@@ -1,0 +1,104 @@
+// Sharding (see sharding.h).
+#include "train/sharding.h"
+
+#include <cmath>
+
+#include "backend/ops.h"
+#include "core/error.h"
+#include "dist/shards.h"
+
+namespace hpc::train {
+
+namespace {
+
+// A host float32 copy of t (any device, any float dtype).
+Tensor host_f32(const Tensor& t) {
+  Tensor f32 = t;
+  if (t.dtype() != DType::F32) {
+    f32 = Tensor(t.shape(), DType::F32, t.device());
+    backend::convert(t, f32);
+  }
+  Tensor out(Shape{t.count()}, DType::F32);
+  if (t.count() > 0) backend::copy(f32.view(Shape{t.count()}), out);
+  return out;
+}
+
+// dst (any device and float dtype) ← the host float32 src.
+void assign(const Tensor& dst, const Tensor& src) {
+  if (dst.count() == 0) return;
+  const Tensor from = src.view(dst.shape());
+  if (dst.dtype() == DType::F32) return backend::copy(from, dst);
+  Tensor f32(dst.shape(), DType::F32, dst.device());
+  backend::copy(from, f32);
+  backend::convert(f32, dst);
+}
+
+}  // namespace
+
+Sharding::Sharding(int stage, int rank, int world, int64_t num_params, Device device)
+    : stage_(stage),
+      rank_(rank),
+      world_(world),
+      num_params_(num_params),
+      device_(device),
+      bounds_(dist::shard_bounds(num_params, world)) {
+  HPC_ASSERT(stage >= 0 && stage <= 2, "dist.zero must be 0, 1 or 2");
+}
+
+std::string Sharding::note() const {
+  if (stage_ == 0 || world_ > 1) return "";
+  return "dist.zero " + std::to_string(stage_) + " with one rank: nothing to shard, training unsharded";
+}
+
+double Sharding::grad_norm(const Tensor& grads, dist::Communicator& host) const {
+  std::vector<double> parts(static_cast<size_t>(world_), 0.0);
+  if (active()) {
+    HPC_ASSERT(grads.count() == count(), "grad_norm: not this rank's shard");
+    double mine = grads.count() > 0 ? backend::sum_squares(grads) : 0.0;
+    host.allgather(Tensor::borrow(&mine, Shape{1}, DType::F64),
+                   Tensor::borrow(parts.data(), Shape{world_}, DType::F64));
+  } else if (device_ == Device::CUDA || world_ == 1) {
+    return std::sqrt(backend::sum_squares(grads));
+  } else {
+    HPC_ASSERT(grads.count() == num_params_, "grad_norm: not the whole gradient buffer");
+    for (int q = 0; q < world_; ++q) {
+      const int64_t a = bounds_[static_cast<size_t>(q)], b = bounds_[static_cast<size_t>(q) + 1];
+      if (b > a) parts[static_cast<size_t>(q)] = backend::sum_squares(grads.slice(a, Shape{b - a}));
+    }
+  }
+  double sum = parts[0];
+  for (int q = 1; q < world_; ++q) sum += parts[static_cast<size_t>(q)];
+  return std::sqrt(sum);
+}
+
+Tensor Sharding::gather_to_root(const Tensor& mine, dist::Communicator& host) const {
+  HPC_ASSERT(active() && mine.count() == count(), "gather_to_root: not this rank's shard");
+  Tensor full;
+  if (rank_ == 0) full = Tensor(Shape{num_params_}, DType::F32);
+  const Tensor own = host_f32(mine);
+  for (int q = 0; q < world_; ++q) {
+    const int64_t a = bounds_[static_cast<size_t>(q)], n = bounds_[static_cast<size_t>(q) + 1] - a;
+    if (n == 0) continue;
+    // Into its place in rank 0's copy, else into scratch (the owner sends its own).
+    Tensor part = rank_ == 0 ? full.slice(a, Shape{n}) : q == rank_ ? own : Tensor(Shape{n}, DType::F32);
+    if (rank_ == 0 && q == 0) backend::copy(own, part);
+    if (q == rank_ && rank_ != 0) part = own;
+    host.broadcast(part, q);
+  }
+  return full;
+}
+
+void Sharding::scatter_from_root(const Tensor& full, const Tensor& mine, dist::Communicator& host) const {
+  HPC_ASSERT(active() && mine.count() == count(), "scatter_from_root: not this rank's shard");
+  HPC_ASSERT(rank_ != 0 || (full.count() == num_params_ && full.dtype() == DType::F32),
+             "scatter_from_root: rank 0's copy");
+  for (int q = 0; q < world_; ++q) {
+    const int64_t a = bounds_[static_cast<size_t>(q)], n = bounds_[static_cast<size_t>(q) + 1] - a;
+    if (n == 0) continue;
+    Tensor part = rank_ == 0 ? full.slice(a, Shape{n}) : Tensor(Shape{n}, DType::F32);
+    host.broadcast(part, 0);
+    if (q == rank_) assign(mine, part);
+  }
+}
+
+}  // namespace hpc::train

@@ -1,0 +1,71 @@
+// ZeRO in the trainer (dist.zero = 1 | 2): which part of the flat buffers
+// this rank owns, the global gradient norm, and moving sharded state to and
+// from the one checkpoint writer.
+//
+// Rank r owns elements [lo, hi) of the flat parameter buffer
+// (dist::shard_bounds): its master weights (16-bit runs), the reduced
+// gradients of that range and the optimizer state exist for it only. Every
+// per-element rule (clipping's scale, the optimizer) then computes on the
+// shard exactly what it computes there unsharded, and the rank-ordered
+// reduce-scatter gives the shard the allreduce's bits; what remains is the
+// one reduction over all elements, the gradient norm.
+//
+// The gradient norm is defined shard-wise for every dist.zero: Σ over ranks
+// q, in rank order, of the sum of squares of shard q (each summed by the
+// backend like any buffer; boundaries aligned to its 16 lanes). Unsharded,
+// one rank computes all of them; sharded, each rank its own and a 1-double
+// allgather brings the others; both fold the same doubles in the same order,
+// so grad_norm and the clipping factor are the same bits. With one rank the
+// definition is the plain sum of squares. On the GPU unsharded the norm is
+// one reduction of the whole buffer (world-size reads back would cost more
+// than the bits are worth there; the GPU is not bitwise across stages anyway).
+//
+// Checkpoints keep one layout: full-size datasets written by rank 0. Saving
+// gathers a sharded tensor one shard at a time into rank 0's host copy (the
+// checkpoint's own buffer: the whole state is never held twice); resuming
+// sends each rank its shard of rank 0's copy. Both move one shard per
+// broadcast from its owner, so no rank needs more than a shard of scratch.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "dist/communicator.h"
+
+namespace hpc::train {
+
+class Sharding {
+ public:
+  // stage: dist.zero; with one rank every stage runs unsharded.
+  Sharding(int stage, int rank, int world, int64_t num_params, Device device);
+
+  int stage() const { return active() ? stage_ : 0; }
+  bool active() const { return stage_ > 0 && world_ > 1; }
+  int64_t lo() const { return active() ? bounds_[static_cast<size_t>(rank_)] : 0; }
+  int64_t hi() const { return active() ? bounds_[static_cast<size_t>(rank_) + 1] : num_params_; }
+  int64_t count() const { return hi() - lo(); }
+  // world + 1 offsets (dist::shard_bounds), also when not active (they define the norm).
+  const std::vector<int64_t>& bounds() const { return bounds_; }
+  // The info line for dist.zero > 0 with one rank ("" otherwise).
+  std::string note() const;
+
+  // The global L2 norm of the gradients: grads is the own shard when active, else the whole buffer.
+  // Every rank must call (active: one allgather on host).
+  double grad_norm(const Tensor& grads, dist::Communicator& host) const;
+
+  // Rank 0 gets a host float32 copy of the whole tensor whose shards the ranks hold (`mine`,
+  // any device and float dtype); the other ranks get an undefined Tensor. Every rank must call.
+  Tensor gather_to_root(const Tensor& mine, dist::Communicator& host) const;
+  // The inverse: `mine` ← this rank's range of rank 0's host float32 `full` (ignored elsewhere).
+  void scatter_from_root(const Tensor& full, const Tensor& mine, dist::Communicator& host) const;
+
+ private:
+  int stage_, rank_, world_;
+  int64_t num_params_;
+  Device device_;
+  std::vector<int64_t> bounds_;
+};
+
+}  // namespace hpc::train

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# ctest-timeout: 240
+# ZeRO's sharded collectives on real ranks (tests/mpi/test_dist_shards.cpp):
+# the reduce-scatter leaves bitwise the allreduce's values in each rank's
+# shard for any boundaries and bucketing, the all-gather copies exactly.
+# 2, 3, 4 and 10 ranks: uneven and empty shards, more peers than receive slots.
+source "$(dirname "$0")/lib.bash"
+prog=test_dist_shards
+[ -x "$BUILD/tests/mpi/$prog" ] || fail "$BUILD/tests/mpi/$prog is missing (make all builds it)"
+for n in 2 3 4 10; do
+  HPC_TEST_TIMEOUT=120 run_mpi "$n" "$BUILD/tests/mpi/$prog" --gtest_color=no > "$TMP/$prog.$n.log" 2>&1 \
+    || { cat "$TMP/$prog.$n.log"; fail "$prog on $n ranks"; }
+  pass "$prog on $n ranks: $(grep -m1 -oP '^\[  PASSED  \] \K.*' "$TMP/$prog.$n.log")"
+done
