@@ -15,7 +15,7 @@ hp="$BUILD/hpctrain"
 data=$(mnist_h5)
 export OMP_NUM_THREADS=1
 args=(--data.path "$data" --model.preset mlp --model.hidden 64 --optim.name adam --optim.lr 1e-3
-      --train.steps 6 --log.every 1 --log.progress plain --ckpt.keep 2)
+      --log.every 1 --log.progress plain --ckpt.keep 2)
 final() { ls "$1"/ckpt-*.h5 | tail -1; }
 # max |a − b| / max |a| over params_flat (0 when bitwise equal)
 param_diff() {
@@ -26,12 +26,12 @@ print("%.3g" % (np.abs(a - b).max() / np.abs(a).max()) if a.tobytes() != b.tobyt
 PY
 }
 
-run_mpi 4 "$hp" "${args[@]}" --train.batch_size 8 --run.dir "$TMP/ref" > "$TMP/ref.log" 2>&1 \
+run_mpi 4 "$hp" "${args[@]}" --train.steps 6 --train.batch_size 8 --run.dir "$TMP/ref" > "$TMP/ref.log" 2>&1 \
   || { cat "$TMP/ref.log"; fail "reference: 4 ranks zero 0"; }
 
 stop_at_3() {
   rc=0
-  HPCTRAIN_FAULT=sigusr1@step_end:1:3 run_mpi 4 -x HPCTRAIN_FAULT "$hp" "${args[@]}" --train.batch_size 8 \
+  HPCTRAIN_FAULT=sigusr1@step_end:1:3 run_mpi 4 -x HPCTRAIN_FAULT "$hp" "${args[@]}" --train.steps 6 --train.batch_size 8 \
     --dist.zero 2 --run.dir "$1" > "$1.log" 2>&1 || rc=$?
   [ $rc -eq 75 ] || { cat "$1.log"; fail "4 ranks zero 2 with SIGUSR1: exit $rc, expected 75"; }
   [ -f "$1/ckpt-00000003.h5" ] || fail "no checkpoint at step 3"
@@ -39,7 +39,7 @@ stop_at_3() {
 for v in "4 0 8 exact" "2 1 16 tol" "1 0 32 tol"; do
   set -- $v
   stop_at_3 "$TMP/r$1"
-  run_mpi "$1" "$hp" "${args[@]}" --train.batch_size "$3" --dist.zero "$2" --resume auto --run.dir "$TMP/r$1" \
+  run_mpi "$1" "$hp" "${args[@]}" --train.steps 6 --train.batch_size "$3" --dist.zero "$2" --resume auto --run.dir "$TMP/r$1" \
     > "$TMP/r$1.resume.log" 2>&1 || { cat "$TMP/r$1.resume.log"; fail "resume on $1 ranks zero $2"; }
   grep -q "resumed from .*step 3 of 6" "$TMP/r$1.resume.log" || fail "resume on $1 ranks: not from step 3"
   d=$(param_diff "$(final "$TMP/ref")" "$(final "$TMP/r$1")")
@@ -71,7 +71,7 @@ del f["optimizer/exp_avg"]
 f["optimizer/exp_avg"] = np.zeros(n - 16, np.float32)
 PY
 rc=0
-run_mpi 2 "$hp" "${args[@]}" --train.batch_size 16 --dist.zero 1 --resume "$TMP/bad.h5" --run.dir "$TMP/badrun" \
+run_mpi 2 "$hp" "${args[@]}" --train.steps 6 --train.batch_size 16 --dist.zero 1 --resume "$TMP/bad.h5" --run.dir "$TMP/badrun" \
   > "$TMP/bad.out" 2> "$TMP/bad.err" || rc=$?
 [ $rc -eq 2 ] || { cat "$TMP/bad.err"; fail "optimizer state of the wrong size: exit $rc, expected 2"; }
 grep -q "exp_avg" "$TMP/bad.err" || { cat "$TMP/bad.err"; fail "the error does not name the dataset"; }
