@@ -201,6 +201,45 @@ if [ -f "$mnist" ]; then
   fi
 fi
 
+# ---- 4b'. ZeRO on NCCL (dist.zero 1 and 2) ----------------------------------------------
+# ≥ 2 GPUs: 2 ranks, bf16 AdamW CNN, zero 1 and 2 against zero 0: the same losses to 1e-4
+# relative (grouped ncclReduce and ncclAllReduce may sum in another order; the CPU test
+# shows the bits, tests/e2e/zero_train.sh) and half the optimizer state (fp32 master
+# weights and both moments) per rank. 1 GPU: SKIPPED (2 ranks may not share a GPU).
+zero_nccl() {
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  local cnn="conv(16,3,pad=1) bn relu maxpool(2) conv(32,3,pad=1) bn relu maxpool(2) flatten linear(64) relu linear(10)"
+  local dir="$build/gpu-runs/zero" z
+  rm -rf "$dir" && mkdir -p "$dir"
+  for z in 0 1 2; do
+    timeout -k 10 200 mpirun -np 2 --oversubscribe --bind-to none "$build/hpctrain" --data.path "$mnist" \
+      --model.spec "$cnn" --optim.name adamw --optim.lr 1e-3 --train.precision bf16 --train.steps 6 \
+      --train.batch_size 32 --log.every 1 --log.progress plain --ckpt.keep 1 --train.device cuda \
+      --dist.zero $z --run.dir "$dir/z$z" > "$dir.z$z.log" 2>&1 || { cat "$dir.z$z.log"; return 1; }
+  done
+  grep -E "memory per rank|gradient (all-reduce|reduce-scatter)" "$dir.z2.log"
+  "$PYTHON" - "$dir"/z0/metrics.jsonl "$dir"/z1/metrics.jsonl "$dir"/z2/metrics.jsonl <<'PY'
+import json, sys
+runs = [[json.loads(l) for l in open(p) if '"loss"' in l] for p in sys.argv[1:]]
+ok = True
+for z, run in enumerate(runs[1:], 1):
+    worst = max(abs(a["loss"] - b["loss"]) / abs(a["loss"]) for a, b in zip(runs[0], run))
+    ratio = run[-1]["optimizer_state_mb"] / runs[0][-1]["optimizer_state_mb"]
+    print(f"zero {z}: losses within {worst:.2g} of zero 0 (tolerance 1e-4), optimizer state {ratio:.3f} of zero 0")
+    ok = ok and len(run) == len(runs[0]) == 6 and worst < 1e-4 and abs(ratio - 0.5) < 0.01
+sys.exit(0 if ok else 1)
+PY
+}
+if [ -f "$mnist" ]; then
+  if [ "$gpus" -ge 2 ] && [ "$device" = cuda ]; then
+    check zero-nccl-2gpu 700 zero_nccl
+  else
+    echo "== zero-nccl-2gpu"
+    echo "   SKIPPED: ZeRO on NCCL needs 2 GPUs, this machine has $gpus"
+    rows+=("| zero-nccl-2gpu | skipped: SKIPPED: needs 2 GPUs, this machine has $gpus | |")
+  fi
+fi
+
 # ---- 4c. gpt-tiny on the GPU ------------------------------------------------------------
 # The CPU test's run (tests/e2e/gpt_train.sh: AdamW 3e-3, batch 8, 300 steps)
 # on one GPU. Bars: fp32 < 0.5 nats/token, the CPU test's (its text explains
