@@ -32,6 +32,7 @@ enum class Precision { Fp32, Bf16, Fp16 };
 enum class LossKind { Auto, CrossEntropy, Mse };  // auto: ce for class ids, mse for float targets
 enum class CommBackend { Auto, Mpi, Nccl };       // auto: nccl on GPUs, mpi otherwise
 enum class ProgressStyle { Auto, Bar, Plain, None };
+enum class ReduceAlgo { Ordered, Native };  // dist.reduce: rank-ordered (bitwise stable) or the MPI library's
 
 // The spelling of every value of E on the command line, in INI files, in
 // --help and in messages, in --help order (config/enum_names.cpp).
@@ -111,6 +112,7 @@ struct DistConfig {
   double bucket_mb = 25;
   double timeout = 300;  // seconds per collective before the job is aborted
   bool overlap = true;   // start each gradient bucket's allreduce during backward
+  ReduceAlgo reduce = ReduceAlgo::Ordered;  // MpiComm's allreduce / reduce-scatter
   int zero = 0;          // ZeRO stage: 0 replicated, 1 sharded optimizer state, 2 + bucket reduce-scatter
 };
 

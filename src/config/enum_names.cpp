@@ -29,6 +29,8 @@ HPC_ENUM_NAMES(CommBackend, {CommBackend::Auto, "auto"}, {CommBackend::Mpi, "mpi
 HPC_ENUM_NAMES(ProgressStyle, {ProgressStyle::Auto, "auto"}, {ProgressStyle::Bar, "bar"},
                {ProgressStyle::Plain, "plain"}, {ProgressStyle::None, "none"})
 
+HPC_ENUM_NAMES(ReduceAlgo, {ReduceAlgo::Ordered, "ordered"}, {ReduceAlgo::Native, "native"})
+
 #undef HPC_ENUM_NAMES
 
 }  // namespace hpc

@@ -287,6 +287,9 @@ std::vector<OptionSpec> build_table() {
              "seconds a collective may take before the job is aborted"),
       flag("dist.overlap", FIELD(dist.overlap),
            "start each gradient bucket's allreduce during backward (false: all after backward)"),
+      choice("dist.reduce", FIELD(dist.reduce),
+             "CPU reductions: ordered (rank order: bitwise the same for any bucketing) or native (the MPI "
+             "library's MPI_Iallreduce / MPI_Ireduce_scatter: its tuned algorithms, bits may change)"),
       number("dist.zero", FIELD(dist.zero), ZERO_STAGES,
              "ZeRO stage: 0 replicated; 1 optimizer state sharded over the ranks; 2 also gradients "
              "reduce-scattered bucket by bucket during backward"),

@@ -123,6 +123,7 @@ Context::Context(int* argc, char*** argv, const DistConfig& cfg) : cfg_(cfg) {
   const bool multiple = thread_level_ >= MPI_THREAD_MULTIPLE;
   watchdog_ = std::make_unique<Watchdog>(MPI_COMM_WORLD, peers_, hb_, cfg_.timeout, multiple);
   auto mpi = std::make_unique<MpiComm>(MPI_COMM_WORLD, cfg_.timeout, &hb_, watchdog_.get(), multiple);
+  mpi->set_native_reduce(cfg_.reduce == ReduceAlgo::Native);
   mpi_ = mpi.get();
   host_comm_ = std::move(mpi);
   if (!multiple && is_root())

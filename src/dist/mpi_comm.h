@@ -81,6 +81,10 @@ class MpiComm final : public Communicator {
   // that the across-nodes ways (buckets all at once, pieces to other nodes) run on one host.
   // On every rank alike, with no allreduce in flight.
   void set_test_node_size(int ranks_per_node);
+  // dist.reduce = native: allreduce and reduce-scatter run as the MPI library's MPI_Iallreduce /
+  // MPI_Ireduce_scatter (Avg: the sum, then one division), whose algorithm (and so the summation
+  // order, and the bits) the library picks by message size and layout. On every rank alike.
+  void set_native_reduce(bool native) { native_ = native; }
 
   void allreduce(const Tensor& buf, ReduceOp op) override;
   std::unique_ptr<Request> allreduce_async(const Tensor& buf, ReduceOp op) override;
@@ -121,6 +125,8 @@ class MpiComm final : public Communicator {
   Heartbeat* hb_;
   HangHandler* hang_;
   int64_t max_msg_ = INT_MAX;
+  bool native_ = false;
+  std::unique_ptr<Request> start_native(const Tensor& buf, ReduceOp op, const std::vector<int64_t>* bounds);
   uint64_t tags_used_ = 0;         // allreduces started here: tags must agree across ranks
   uint64_t local_seq_ = 0;         // collective numbers when there is no Heartbeat
   int tag_span_ = 16383;           // allreduce k uses tags 2·(k mod span) and +1

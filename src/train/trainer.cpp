@@ -87,8 +87,10 @@ void Trainer::print_header() {
                 static_cast<long long>(model_->num_params()));
   std::printf("\n");
   if (reducer_)
-    std::printf("gradient %s: %d bucket(s) of ~%.3g MiB, %s, dist.timeout %g s\n",
+    std::printf("gradient %s: %d bucket(s) of ~%.3g MiB, %s, %s, dist.timeout %g s\n",
                 sharding_->active() ? "reduce-scatter" : "all-reduce", reducer_->num_buckets(), cfg_.dist.bucket_mb,
+                device_ == Device::CPU && cfg_.dist.reduce == ReduceAlgo::Native ? "MPI library's reduction (dist.reduce native)"
+                                                                               : "rank-ordered",
                 cfg_.dist.overlap && sharding_->stage() != 1 ? "overlapped with backward"
                                                              : "after backward (no overlap)",
                 cfg_.dist.timeout);

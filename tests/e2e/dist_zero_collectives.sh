@@ -3,7 +3,8 @@
 # ZeRO's sharded collectives on real ranks (tests/mpi/test_dist_shards.cpp):
 # the reduce-scatter leaves bitwise the allreduce's values in each rank's
 # shard for any boundaries and bucketing, the all-gather copies exactly.
-# 2, 3, 4 and 10 ranks: uneven and empty shards, more peers than receive slots.
+# 2, 3, 4 and 10 ranks: uneven and empty shards, more peers than receive slots;
+# dist.reduce native (the library's MPI_Iallreduce / MPI_Ireduce_scatter) to rounding.
 source "$(dirname "$0")/lib.bash"
 prog=test_dist_shards
 [ -x "$BUILD/tests/mpi/$prog" ] || fail "$BUILD/tests/mpi/$prog is missing (make all builds it)"

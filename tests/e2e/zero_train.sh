@@ -94,3 +94,16 @@ run_mpi 1 "$hp" "${mlp[@]}" --dist.zero 1 --log.every 1 --log.progress plain --r
   || { cat "$TMP/one.log"; fail "zero 1 on one rank"; }
 grep -q "dist.zero 1 with one rank: nothing to shard, training unsharded" "$TMP/one.log" || fail "zero 1 on one rank: no info line"
 pass "dist.zero 3 / HPCTRAIN_DIST_ZERO=-1: exit 2; zero 1 on one rank trains unsharded with an info line"
+
+# dist.reduce native: the MPI library's MPI_Iallreduce / MPI_Ireduce_scatter (not bitwise-stable in
+# general): trains, says so, and logs the losses of the ordered reduction to float tolerance.
+for z in 0 1; do
+  run_mpi 4 "$hp" "${mlp[@]}" --dist.reduce native --dist.zero $z --log.every 1 --log.progress plain \
+    --run.dir "$TMP/native-z$z" > "$TMP/native-z$z.log" 2>&1 || { tail -20 "$TMP/native-z$z.log"; fail "dist.reduce native, zero $z"; }
+  grep -q "dist.reduce native" "$TMP/native-z$z.log" || fail "dist.reduce native: the header does not say so"
+  worst=$(paste <(col "$TMP/mlp-w4-z0" loss) <(col "$TMP/native-z$z" loss) | awk '
+    { d = $1 - $2; if (d < 0) d = -d; r = d / $1; if (r > w) w = r; n++ } END { if (n != 5) print "missing"; else printf "%.2g", w }')
+  awk -v w="$worst" 'BEGIN { exit !(w != "missing" && w + 0 < 1e-5) }' || fail "dist.reduce native, zero $z: losses differ by $worst"
+  pass "dist.reduce native, zero $z, 4 ranks: 5 losses within $worst (relative) of the ordered reduction"
+done
+expect_exit 2 "dist.reduce.*(ordered|native)" "$hp" "${mlp[@]}" --dist.reduce fast --run.dir "$TMP/bad"

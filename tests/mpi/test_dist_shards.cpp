@@ -5,6 +5,8 @@
 // bucketing: every element is folded by its owner in rank order. The
 // all-gather is a copy, so it must be exact too. Inputs mix magnitudes so
 // that another summation order would give other bits.
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "dist/grad_reducer.h"
@@ -160,6 +162,38 @@ TEST(GradReducer, ShardedBucketsGiveEachRankTheAllreduceBitsOfItsShard) {
     red.allgather_params(p);
     EXPECT_EQ(differing(p, expect, 0, n), 0) << v.name;
   }
+}
+
+TEST(MpiComm, NativeReductionsAreTheLibrarysToRounding) {
+  // dist.reduce native: MPI_Iallreduce / MPI_Ireduce_scatter. Not bitwise the ordered result in
+  // general (the library picks the order), so a tolerance; the shard must land at its own offset.
+  auto* mpi = dynamic_cast<hpc::dist::MpiComm*>(&comm());
+  ASSERT_NE(mpi, nullptr);
+  const int world = comm().size(), rank = comm().rank();
+  const int64_t n = 300007;
+  Tensor want(Shape{n}, DType::F64);
+  fill<double>(want, rank);
+  comm().allreduce(want, ReduceOp::Avg);
+  mpi->set_native_reduce(true);
+  Tensor all(Shape{n}, DType::F64), rs(Shape{n}, DType::F64);
+  fill<double>(all, rank);
+  fill<double>(rs, rank);
+  comm().allreduce(all, ReduceOp::Avg);
+  const std::vector<int64_t> b = hpc::dist::shard_bounds(n, world);
+  comm().reduce_scatter(rs, ReduceOp::Avg, b);
+  mpi->set_native_reduce(false);
+  int64_t far = 0, far_rs = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double w = want.data<double>()[i];
+    far += std::abs(all.data<double>()[i] - w) > 1e-12 * (1e5 + std::abs(w));
+    if (i >= b[static_cast<size_t>(rank)] && i < b[static_cast<size_t>(rank) + 1])
+      far_rs += std::abs(rs.data<double>()[i] - w) > 1e-12 * (1e5 + std::abs(w));
+  }
+  EXPECT_EQ(far, 0);
+  EXPECT_EQ(far_rs, 0);
+  if (rank == 0)
+    std::printf("  native vs ordered, %d ranks: %lld of %lld elements differ in the last bits\n", world,
+                static_cast<long long>(differing(all, want, 0, n)), static_cast<long long>(n));
 }
 
 int main(int argc, char** argv) { return mpitest::run_all(argc, argv, 60); }
