@@ -30,8 +30,9 @@ namespace {
 Tensor filled(int64_t n, uint64_t seed) {
   Tensor t(Shape{n}, DType::F32);
   for (int64_t i = 0; i < n; ++i)
-    t.data<float>()[i] = static_cast<float>(std::sin(0.37 * static_cast<double>(i) + static_cast<double>(seed)) *
-                                            (1.0 + static_cast<double>(i % 7) * 100.0));
+    t.data<float>()[i] =
+        static_cast<float>(std::sin(0.37 * static_cast<double>(i) + static_cast<double>(seed)) *
+                           (1.0 + static_cast<double>(i % 7) * 100.0));
   return t;
 }
 
@@ -50,8 +51,8 @@ TEST(ZeroOptimizer, AShardStepsBitwiseLikeTheWholeBuffer) {
     std::vector<std::unique_ptr<optim::Optimizer>> parts;
     for (int r = 0; r < 3; ++r) {
       const int64_t lo = b[static_cast<size_t>(r)], c = b[static_cast<size_t>(r) + 1] - lo;
-      parts.push_back(optim::Optimizer::create(cfg, ps.slice(lo, Shape{c}),
-                                               optim::decay_ranges_in(decay, lo, lo + c)));
+      parts.push_back(
+          optim::Optimizer::create(cfg, ps.slice(lo, Shape{c}), optim::decay_ranges_in(decay, lo, lo + c)));
     }
     for (int step = 0; step < 3; ++step) {
       whole->step(p, g, 0.01);
@@ -92,7 +93,8 @@ TEST(ZeroGradNorm, IsTheRankOrderedSumOfShardSums) {
   double s = 0;
   for (int q = 0; q < 4; ++q) {
     const int64_t lo = four.bounds()[static_cast<size_t>(q)], hi = four.bounds()[static_cast<size_t>(q) + 1];
-    s = q == 0 ? backend::sum_squares(g.slice(lo, Shape{hi - lo})) : s + backend::sum_squares(g.slice(lo, Shape{hi - lo}));
+    s = q == 0 ? backend::sum_squares(g.slice(lo, Shape{hi - lo}))
+               : s + backend::sum_squares(g.slice(lo, Shape{hi - lo}));
   }
   EXPECT_EQ(four.grad_norm(g, host), std::sqrt(s));
   train::Sharding sharded(2, 2, 4, n, Device::CPU);
@@ -198,7 +200,8 @@ TEST(ZeroStreams, AGroupOfRanksEndsWithEveryShardEverywhere) {
       Tensor t(Shape{n}, DType::F64);
       const std::vector<int64_t> b = dist::shard_bounds(n, world);
       for (int64_t i = 0; i < n; ++i)
-        t.data<double>()[i] = i >= b[static_cast<size_t>(r)] && i < b[static_cast<size_t>(r) + 1] ? double(i) : -1;
+        t.data<double>()[i] =
+            i >= b[static_cast<size_t>(r)] && i < b[static_cast<size_t>(r) + 1] ? double(i) : -1;
       comm.allgather_shards(t, b);
       out[static_cast<size_t>(r)].assign(t.data<double>(), t.data<double>() + n);
     });
