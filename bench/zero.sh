@@ -69,7 +69,7 @@ step_ms() {  # mean of data+compute+comm (or the keys given) over steps 6…
     BEGIN { nk = split(keys, K, " ") }
     { for (i = 1; i < NF; i++) { k = $i; gsub(/[ "{]/, "", k); v[k] = $(i + 1) }
       if (v["step"] > 5) { for (j = 1; j <= nk; j++) s += v[K[j]]; n++ } }
-    END { printf "%.3f", s / n }'
+    END { printf "%.3f\n", s / n }'
 }
 
 if [ "$what" = time ] || [ "$what" = all ]; then

@@ -327,24 +327,22 @@ class MpiPlainRequest final : public Request {
       : wait_all_(std::move(wait_all)), reqs_(std::move(reqs)), then_(std::move(then)) {}
   // Unwinding with the collective in flight, the job is failing: MPI forbids freeing or cancelling a
   // non-blocking collective's request, so it is left to the abort that follows.
+  // wait_all (and then) run exactly once, here or from test().
   void wait() override {
     if (done_) return;
+    done_ = true;
     wait_all_(reqs_);
-    finish();
+    if (then_) then_();
   }
   bool test() override {
     if (done_) return true;
     int flag = 0;
     MPI_Testall(static_cast<int>(reqs_.size()), reqs_.data(), &flag, MPI_STATUSES_IGNORE);
-    if (flag != 0) finish();
+    if (flag != 0) wait();  // the requests are complete (and null): no blocking
     return flag != 0;
   }
 
  private:
-  void finish() {
-    done_ = true;
-    if (then_) then_();
-  }
   std::function<void(std::vector<MPI_Request>&)> wait_all_;
   std::vector<MPI_Request> reqs_;
   std::function<void()> then_;
