@@ -47,7 +47,7 @@ std::string number(double v) {
 }
 
 // Deterministic values in [-1, 1): the check must not depend on anything but the core.
-void fill(std::vector<float>& v, uint64_t seed) {
+void fill_values(std::vector<float>& v, uint64_t seed) {
   for (float& x : v) {
     seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
     x = static_cast<float>(static_cast<double>(seed >> 40) / double(1 << 23) - 1.0);
@@ -62,27 +62,27 @@ struct Shape {
 // One row-major C = op(A)·op(B) against the float64 reference; returns error / tolerance.
 double check_one(const Shape& s, bool corrupt, double& error) {
   std::vector<float> a(size_t(s.m) * s.k), b(size_t(s.k) * s.n), c(size_t(s.m) * s.n, 0.f);
-  fill(a, 11u + s.m);
-  fill(b, 17u + s.n);
+  fill_values(a, 11u + s.m);
+  fill_values(b, 17u + s.n);
   const int lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
   cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, s.m, s.n, s.k,
               1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), s.n);
   if (corrupt) c[c.size() / 2] += 0.5f;
-  double worst = 0, scale = 0;
+  double worst = 0, magnitude = 0;
   for (int i = 0; i < s.m; ++i)
     for (int j = 0; j < s.n; ++j) {
-      double sum = 0, mag = 0;
+      double dot = 0, mag = 0;
       for (int p = 0; p < s.k; ++p) {
         const double x = s.ta ? a[size_t(p) * lda + i] : a[size_t(i) * lda + p];
         const double y = s.tb ? b[size_t(j) * ldb + p] : b[size_t(p) * ldb + j];
-        sum += x * y;
+        dot += x * y;
         mag += std::fabs(x * y);
       }
-      const double d = std::fabs(double(c[size_t(i) * s.n + j]) - sum);
+      const double d = std::fabs(double(c[size_t(i) * s.n + j]) - dot);
       worst = std::isnan(d) ? INFINITY : std::max(worst, d);
-      scale = std::max(scale, mag);
+      magnitude = std::max(magnitude, mag);
     }
-  const double e = scale > 0 ? worst / scale : worst;
+  const double e = magnitude > 0 ? worst / magnitude : worst;
   error = std::max(error, e);
   return e / (double(s.k) * FLT_EPSILON);  // float rounding bound of a K-term dot product
 }
