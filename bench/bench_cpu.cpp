@@ -186,6 +186,13 @@ int main(int argc, char** argv) {
                      {"dx   512->512  dy.W", b, 512, 512, false, false},
                      {"fwd  512->10", b, 10, 512, false, true},
                      {"dx   512->10", b, 512, 10, false, false}};
+  // gpt-small (width 256, 4·256 MLP, context 128) at batch 8: 1024 token rows.
+  const G gpt[] = {{"gpt qkv   256->768", 1024, 768, 256, false, true},
+                   {"gpt qkv dW", 768, 256, 1024, true, false},
+                   {"gpt mlp   256->1024", 1024, 1024, 256, false, true},
+                   {"gpt mlp   1024->256", 1024, 256, 1024, false, true},
+                   {"gpt mlp dx 1024->256", 1024, 1024, 256, false, false},
+                   {"gpt mlp dW 1024->256", 256, 1024, 1024, true, false}};
   double blas_total = 0, dnnl_total = 0;
   for (const G& spec : gemms) {
     const Gemm g(spec.m, spec.n, spec.k, spec.ta, spec.tb);
@@ -205,6 +212,18 @@ int main(int argc, char** argv) {
   std::printf("  all of one step's GEMMs: OpenBLAS %.3f ms", blas_total * 1e3);
   if (dnnl_total > 0) std::printf(", oneDNN %.3f ms", dnnl_total * 1e3);
   std::printf("\n\n");
+#if HPCTRAIN_DNNL
+  std::printf("gpt-small GEMM shapes (batch 8)  OpenBLAS GFLOP/s   oneDNN matmul GFLOP/s   faster\n");
+  for (const G& spec : gpt) {
+    const Gemm g(spec.m, spec.n, spec.k, spec.ta, spec.tb);
+    DnnlMatmul mm(g);
+    const Pair t = time_pair([&] { g.sgemm(); }, [&] { mm.run(); }, rounds);
+    std::printf("  %-28s %8.1f           %8.1f                %s (x%.2f)\n", spec.what, g.flop() / t.a / 1e9,
+                g.flop() / t.b / 1e9, t.ratio > 1 ? "oneDNN" : "OpenBLAS", t.ratio > 1 ? t.ratio : 1 / t.ratio);
+  }
+  std::printf("(hpctrain's gemm uses oneDNN where m, n, k >= 64: %s)\n\n",
+              backend::cpu::onednn::matmul_wins(64, 64, 64) ? "on" : "off (HPCTRAIN_CPU_GEMM=openblas)");
+#endif
 
   const ConvLayer layers[] = {
       {"cnn conv1 (MNIST)", 1, 28, 28, 32, 3, 1, 1, true},  {"cnn conv2", 32, 14, 14, 64, 3, 1, 1, false},

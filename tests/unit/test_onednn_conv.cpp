@@ -2,8 +2,11 @@
 // reference (nn/layers/conv_lowering.h), for every convolution shape the
 // presets build: forward, backward-data and backward-weights agree within
 // float tolerance; gradients pass a finite-difference check on the oneDNN
-// path itself; repeated calls give the same bits. Skipped (visibly) in a
-// build without oneDNN or with HPCTRAIN_CPU_CONV=lowering.
+// path itself; repeated calls give the same bits. And the float32 products
+// that gemm hands to oneDNN's matmul (m, n, k ≥ 64) agree with cblas_sgemm
+// for every transpose, alpha and beta. Skipped (visibly) in a build without
+// oneDNN or with HPCTRAIN_CPU_CONV=lowering.
+#include <cblas.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -163,6 +166,30 @@ TEST_F(OnednnConv, RepeatsBitForBit) {
     EXPECT_TRUE(same_bits(dw1, dw2)) << c.where;
     EXPECT_TRUE(same_bits(dx1, dx2)) << c.where;
   }
+}
+
+TEST_F(OnednnConv, GemmInOnednnAgreesWithOpenblas) {
+  EXPECT_TRUE(backend::cpu::onednn::matmul_wins(64, 512, 784));
+  EXPECT_FALSE(backend::cpu::onednn::matmul_wins(64, 10, 512));  // a 10-class output layer stays in OpenBLAS
+  const int64_t m = 70, n = 96, k = 130;
+  for (bool ta : {false, true})
+    for (bool tb : {false, true})
+      for (double beta : {0.0, 1.0, 0.5}) {
+        const Tensor a = test::random_tensor(Shape{m * k}, DType::F32, 1), b = test::random_tensor(Shape{k * n}, DType::F32, 2);
+        const Tensor c0 = test::random_tensor(Shape{m * n}, DType::F32, 3);
+        Tensor c(c0.shape(), DType::F32), ref(c0.shape(), DType::F32), again(c0.shape(), DType::F32);
+        backend::copy(c0, c);
+        backend::copy(c0, ref);
+        backend::copy(c0, again);
+        backend::gemm(ta, tb, m, n, k, 0.75, a, b, beta, c);
+        backend::gemm(ta, tb, m, n, k, 0.75, a, b, beta, again);
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
+                    int(k), 0.75f, a.data<float>(), int(ta ? m : k), b.data<float>(), int(tb ? k : n), float(beta),
+                    ref.data<float>(), int(n));
+        const std::string what = "ta " + std::to_string(ta) + " tb " + std::to_string(tb) + " beta " + std::to_string(beta);
+        expect_close(c, ref, k, what);
+        EXPECT_TRUE(same_bits(c, again)) << what;
+      }
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// oneDNN on the CPU: convolutions (forward, backward-data, backward-weights).
+// oneDNN on the CPU: convolutions (forward, backward-data, backward-weights),
+// and the float32 matrix products where its matmul beats OpenBLAS.
 //
 // The CPU backend's conv2d_* ops (cpu/conv_ops.cpp) call these. A build with
 // oneDNN (the Makefile finds libdnnl-dev) links onednn/conv.cpp; without it
@@ -33,6 +34,15 @@ void convolve(const Tensor& x, const Tensor& weight, const kernels::ConvShape& g
 // dweight += ∂/∂weight; dx = ∂/∂x unless dx is undefined.
 void convolve_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const kernels::ConvShape& g,
                        const Tensor& dweight, const Tensor& dx);
+
+// Whether a float32 C[m×n] = alpha·op(A)·op(B) + beta·C runs faster in
+// oneDNN's matmul than in OpenBLAS (measured by bench_cpu; HPCTRAIN_CPU_GEMM=
+// openblas keeps every product in OpenBLAS), and that product, row-major with
+// the leading dimensions of contiguous operands (as cblas_sgemm with lda = k
+// or m, ldb = n or k, ldc = n).
+bool matmul_wins(int64_t m, int64_t n, int64_t k);
+void matmul(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, const float* b,
+            float beta, float* c);
 
 // Threads for oneDNN's OpenMP runtime (the rank's BLAS thread count).
 void set_threads(int threads);

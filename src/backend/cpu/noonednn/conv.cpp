@@ -14,6 +14,10 @@ void convolve_backward(const Tensor&, const Tensor&, const Tensor&, const kernel
                        const Tensor&) {
   throw Error(EXIT_INTERNAL, "oneDNN convolution called in a build without oneDNN");
 }
+bool matmul_wins(int64_t, int64_t, int64_t) { return false; }
+void matmul(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*) {
+  throw Error(EXIT_INTERNAL, "oneDNN matmul called in a build without oneDNN");
+}
 void set_threads(int) {}
 
 }  // namespace hpc::backend::cpu::onednn
