@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "backend/cpu/blas_core.h"
 #include "config/config.h"
 #include "core/check.h"
 #include "core/error.h"
@@ -80,6 +81,8 @@ int train(const hpc::Config& cfg, hpc::dist::Context& ctx) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First, before MPI and any thread: BLAS kernels that fit the CPU (may re-execute this program once).
+  hpc::backend::cpu::fit_blas_core(argv);
   hpc::Config cfg;
   try {
     const hpc::doctor::Args args(argc, argv);  // doctor's bare --json / --local
