@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "dist/context.h"
 #include "doctor/doctor.h"
+#include "train/eval_command.h"
 #include "train/sample.h"
 #include "train/trainer.h"
 
@@ -77,6 +78,21 @@ int train(const hpc::Config& cfg, hpc::dist::Context& ctx) {
   }
 }
 
+// hpctrain eval / predict: set-up agreed like training's, then the pass (collectives) aborts on failure.
+int evaluate(const hpc::Config& cfg, hpc::dist::Context& ctx) {
+  std::unique_ptr<hpc::train::EvalCommand> command;
+  if (int code = agreed(ctx, [&] { command = std::make_unique<hpc::train::EvalCommand>(cfg, ctx); })) return code;
+  try {
+    return command->run();
+  } catch (const hpc::Error& e) {
+    print_error(e.what(), ctx.rank(), ctx.world());
+    ctx.abort(e.exit_code());
+  } catch (const std::exception& e) {
+    print_error(e.what(), ctx.rank(), ctx.world());
+    ctx.abort(hpc::EXIT_INTERNAL);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,6 +118,7 @@ int main(int argc, char** argv) {
   }
 
   if (cfg.command == hpc::Command::Train) return train(cfg, *ctx);
+  if (cfg.command == hpc::Command::Eval || cfg.command == hpc::Command::Predict) return evaluate(cfg, *ctx);
   if (ctx->is_root())
     std::fprintf(stderr,
                  "hpctrain: error: '%s' is not available in this version of hpctrain (only 'train', 'doctor' "
