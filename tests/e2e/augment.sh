@@ -14,14 +14,16 @@ source "$(dirname "$0")/lib.bash"
 data=$(mnist_h5)
 export HPC_TEST_TIMEOUT=300
 args=(--data.path "$data" --model.spec "conv(8,3,pad=1) bn relu maxpool(2) flatten linear(32) relu linear(10)"
-      --train.steps 48 --log.every 4 --log.progress plain --data.augment "flip, crop:4")
+      --train.steps 48 --log.every 4 --log.progress plain)
+plain=("${args[@]}")
+args+=(--data.augment "flip, crop:4")
 
 run_mpi 2 "$BUILD/hpctrain" "${args[@]}" --train.batch_size 100 --run.dir "$TMP/two" >"$TMP/two.log" 2>&1 ||
   { cat "$TMP/two.log"; fail "2 ranks"; }
 grep -q "augment: flip, crop:4" "$TMP/two.log" || fail "the start-up report does not name the augmentation"
 run_mpi 1 "$BUILD/hpctrain" "${args[@]}" --train.batch_size 200 --run.dir "$TMP/one" >"$TMP/one.log" 2>&1 ||
   { cat "$TMP/one.log"; fail "1 rank"; }
-run_mpi 1 "$BUILD/hpctrain" "${args[@]}" --data.augment none --train.batch_size 200 --run.dir "$TMP/plain" \
+run_mpi 1 "$BUILD/hpctrain" "${plain[@]}" --train.batch_size 200 --run.dir "$TMP/plain" \
   >"$TMP/plain.log" 2>&1 || { cat "$TMP/plain.log"; fail "1 rank without augmentation"; }
 "$PYTHON" - "$TMP/two/metrics.jsonl" "$TMP/one/metrics.jsonl" "$TMP/plain/metrics.jsonl" <<'EOF' ||
 import json, sys
