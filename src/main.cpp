@@ -17,6 +17,7 @@
 #include "dist/context.h"
 #include "doctor/doctor.h"
 #include "train/eval_command.h"
+#include "train/export.h"
 #include "train/sample.h"
 #include "train/trainer.h"
 
@@ -108,6 +109,7 @@ int main(int argc, char** argv) {
   if (cfg.command == hpc::Command::Doctor) return hpc::doctor::run(cfg, &argc, &argv);
   // Text from a language model's checkpoint: one process, no MPI.
   if (cfg.command == hpc::Command::Sample) return hpc::train::sample_command(cfg);
+  if (cfg.command == hpc::Command::Export) return hpc::train::export_command(cfg);
 
   std::unique_ptr<hpc::dist::Context> ctx;
   try {

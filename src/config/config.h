@@ -21,7 +21,8 @@ namespace hpc {
 // ---- the values of the choice options -------------------------------------------
 // Validated once at parse time: the rest of the program switches on enums,
 // never compares option text.
-enum class Command { Train, Eval, Doctor, Sample, Predict };
+enum class Command { Train, Eval, Doctor, Sample, Predict, Export };
+enum class ExportFormat { Torch };  // hpctrain export --format
 enum class EvalSplit { Auto, Val, Train };  // auto: /val when the data has one, else /train
 enum class DataCheck { Quick, Full };  // how much of the inputs to scan for non-finite values
 enum class SyncBn { Auto, On, Off };   // auto: on when the world size is > 1
@@ -139,7 +140,8 @@ struct SampleConfig {
 // hpctrain eval / predict: command-line options of those commands only.
 struct EvalConfig {
   EvalSplit split = EvalSplit::Auto;
-  std::string out;  // eval: the eval.json path (default: beside the checkpoint); predict: preds.h5
+  std::string out;  // eval: the eval.json path (default: beside the checkpoint); predict: preds.h5; export: DIR
+  ExportFormat format = ExportFormat::Torch;  // export
 };
 
 struct Config {

@@ -222,8 +222,8 @@ OptionSpec augment_option(OptionSpec s) {
 OptionSpec eval_only(OptionSpec s) {
   s.in_file = false;
   s.set = [inner = s.set](Config& c, const std::string& text) {
-    if (c.command != Command::Eval && c.command != Command::Predict)
-      throw BadValue("only for 'hpctrain eval' and 'hpctrain predict'");
+    if (c.command != Command::Eval && c.command != Command::Predict && c.command != Command::Export)
+      throw BadValue("only for 'hpctrain eval', 'predict' and 'export'");
     inner(c, text);
   };
   return s;
@@ -259,7 +259,9 @@ std::vector<OptionSpec> build_table() {
       eval_only(choice("eval.split", FIELD(eval.split),
                        "eval/predict: the split to evaluate (auto: /val when the data has one, else /train)")),
       eval_only(text("out", FIELD(eval.out), P::OUTPUT_FILE, "PATH",
-                     "eval: the eval.json to write (default: beside the checkpoint); predict: preds.h5")),
+                     "eval: the eval.json to write (default: beside the checkpoint); predict: preds.h5; "
+                     "export: the directory (-o DIR)")),
+      eval_only(choice("format", FIELD(eval.format), "export: what to write (torch: safetensors + model.py)")),
 
       text("data.path", FIELD(data.path), P::INPUT_FILE, "PATH",
            "HDF5 dataset with /train and optionally /val (needed by train and eval)"),

@@ -105,7 +105,7 @@ expect_exit 2 "option --out: the directory '$TMP/missing' of .* does not exist" 
 expect_exit 2 "option --out: required for predict" "$BUILD/hpctrain" predict --checkpoint "$ckpt" --data.path "$data"
 expect_exit 2 "has no validation split.*--eval.split train" \
   "$BUILD/hpctrain" eval --checkpoint "$ckpt" --data.path "$TMP/noval.h5" --eval.split val
-expect_exit 2 "option --eval.split: only for 'hpctrain eval' and 'hpctrain predict'" \
+expect_exit 2 "option --eval.split: only for 'hpctrain eval', 'predict' and 'export'" \
   "$BUILD/hpctrain" --data.path "$data" --eval.split val
 head -c 3000 "$ckpt" > "$TMP/cut.h5"
 expect_exit 2 "checkpoint '$TMP/cut.h5'" "$BUILD/hpctrain" eval --checkpoint "$TMP/cut.h5" --data.path "$data"
