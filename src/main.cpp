@@ -17,6 +17,8 @@
 #include "core/error.h"
 #include "dist/context.h"
 #include "doctor/doctor.h"
+#include "train/eval_command.h"
+#include "train/export.h"
 #include "train/sample.h"
 #include "train/trainer.h"
 
@@ -78,6 +80,21 @@ int train(const hpc::Config& cfg, hpc::dist::Context& ctx) {
   }
 }
 
+// hpctrain eval / predict: set-up agreed like training's, then the pass (collectives) aborts on failure.
+int evaluate(const hpc::Config& cfg, hpc::dist::Context& ctx) {
+  std::unique_ptr<hpc::train::EvalCommand> command;
+  if (int code = agreed(ctx, [&] { command = std::make_unique<hpc::train::EvalCommand>(cfg, ctx); })) return code;
+  try {
+    return command->run();
+  } catch (const hpc::Error& e) {
+    print_error(e.what(), ctx.rank(), ctx.world());
+    ctx.abort(e.exit_code());
+  } catch (const std::exception& e) {
+    print_error(e.what(), ctx.rank(), ctx.world());
+    ctx.abort(hpc::EXIT_INTERNAL);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -95,6 +112,7 @@ int main(int argc, char** argv) {
   if (cfg.command == hpc::Command::Doctor) return hpc::doctor::run(cfg, &argc, &argv);
   // Text from a language model's checkpoint: one process, no MPI.
   if (cfg.command == hpc::Command::Sample) return hpc::train::sample_command(cfg);
+  if (cfg.command == hpc::Command::Export) return hpc::train::export_command(cfg);
 
   std::unique_ptr<hpc::dist::Context> ctx;
   try {
@@ -105,6 +123,7 @@ int main(int argc, char** argv) {
   }
 
   if (cfg.command == hpc::Command::Train) return train(cfg, *ctx);
+  if (cfg.command == hpc::Command::Eval || cfg.command == hpc::Command::Predict) return evaluate(cfg, *ctx);
   if (ctx->is_root())
     std::fprintf(stderr,
                  "hpctrain: error: '%s' is not available in this version of hpctrain (only 'train', 'doctor' "
