@@ -123,6 +123,7 @@ struct CkptConfig {
   double every_minutes = 0;
   int keep = 3;
   bool allow_reshard = false;
+  bool async = true;  // write from a host snapshot in a background thread (ckpt/async_writer.h)
 };
 
 // hpctrain sample (a language model's checkpoint): command-line options of that command only.

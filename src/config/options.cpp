@@ -298,6 +298,9 @@ std::vector<OptionSpec> build_table() {
       flag("ckpt.allow_reshard", FIELD(ckpt.allow_reshard),
            "allow resuming with another global batch (position carried over in samples; not bit-exact); "
            "another number of ranks with the same global batch needs no flag"),
+      flag("ckpt.async", FIELD(ckpt.async),
+           "write checkpoints in a background thread from a host snapshot taken at the step boundary "
+           "(at most one in flight); false: training waits for each write"),
 
       text("run.dir", FIELD(run_dir), P::NON_EMPTY, "DIR",
            "run directory: config.ini, metrics.jsonl, checkpoints"),

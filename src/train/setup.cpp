@@ -159,6 +159,7 @@ void Trainer::open_run_dir() {
     std::filesystem::create_directories(cfg_.run_dir);
     std::ofstream(cfg_.run_dir + "/config.ini") << to_ini(cfg_);
     metrics_ = MetricsLog(cfg_.run_dir + "/metrics.jsonl");
+    if (cfg_.ckpt.async) writer_ = std::make_unique<ckpt::AsyncWriter>();
   }
   progress_ =
       std::make_unique<Progress>(cfg_.log.progress, total_steps_, step_, ctx_.is_root(), ctx_.world());
