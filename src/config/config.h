@@ -144,6 +144,7 @@ struct Config {
   SampleConfig sample;     // sample
   bool json = false;       // doctor: print the report as JSON
   bool local = false;      // doctor: this process only (no MPI, no fabric preflight)
+  std::string flight_dir;  // doctor --flight: analyse this run directory's flight records (no MPI)
   DataConfig data;
   ModelConfig model;
   OptimConfig optim;

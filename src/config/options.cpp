@@ -209,6 +209,9 @@ std::vector<OptionSpec> build_table() {
       doctor_only(
           flag("local", FIELD(local),
                "doctor: check this process only, without MPI or the fabric preflight (container %test)")),
+      doctor_only(text("flight", FIELD(flight_dir), P::NON_EMPTY, "RUN_DIR",
+                       "doctor: read RUN_DIR/flight-*.json (collective flight records) and name the "
+                       "diverging collective and the ranks behind it")),
       sample_only(text("prompt", FIELD(sample.prompt), P::ANY_TEXT, "TEXT",
                        "sample: the text to continue (its bytes are the first tokens)")),
       sample_only(number("tokens", FIELD(sample.tokens), AT_LEAST_ONE, "sample: tokens to generate")),
