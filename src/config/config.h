@@ -127,6 +127,7 @@ struct CkptConfig {
   double every_minutes = 0;
   int keep = 3;
   bool allow_reshard = false;
+  bool async = true;  // write from a host snapshot in a background thread (ckpt/async_writer.h)
 };
 
 // hpctrain sample (a language model's checkpoint): command-line options of that command only.
@@ -155,6 +156,7 @@ struct Config {
   EvalConfig eval;         // eval, predict
   bool json = false;       // doctor: print the report as JSON
   bool local = false;      // doctor: this process only (no MPI, no fabric preflight)
+  std::string flight_dir;  // doctor --flight: analyse this run directory's flight records (no MPI)
   DataConfig data;
   ModelConfig model;
   OptimConfig optim;

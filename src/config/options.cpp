@@ -248,6 +248,9 @@ std::vector<OptionSpec> build_table() {
       doctor_only(
           flag("local", FIELD(local),
                "doctor: check this process only, without MPI or the fabric preflight (container %test)")),
+      doctor_only(text("flight", FIELD(flight_dir), P::NON_EMPTY, "RUN_DIR",
+                       "doctor: read RUN_DIR/flight-*.json (collective flight records) and name the "
+                       "diverging collective and the ranks behind it")),
       sample_only(text("prompt", FIELD(sample.prompt), P::ANY_TEXT, "TEXT",
                        "sample: the text to continue (its bytes are the first tokens)")),
       sample_only(number("tokens", FIELD(sample.tokens), AT_LEAST_ONE, "sample: tokens to generate")),
@@ -349,6 +352,9 @@ std::vector<OptionSpec> build_table() {
       flag("ckpt.allow_reshard", FIELD(ckpt.allow_reshard),
            "allow resuming with another global batch (position carried over in samples; not bit-exact); "
            "another number of ranks with the same global batch needs no flag"),
+      flag("ckpt.async", FIELD(ckpt.async),
+           "write checkpoints in a background thread from a host snapshot taken at the step boundary "
+           "(at most one in flight); false: training waits for each write"),
 
       text("run.dir", FIELD(run_dir), P::NON_EMPTY, "DIR",
            "run directory: config.ini, metrics.jsonl, checkpoints"),

@@ -71,7 +71,7 @@ bool allowed(FaultKind k, FaultPoint p) {
     case FaultPoint::Allgather:
       return k == FaultKind::Exit || k == FaultKind::Stall || is_signal(k);
     case FaultPoint::CkptWrite:
-      return k == FaultKind::Enospc || k == FaultKind::Exit || is_signal(k);
+      return k == FaultKind::Enospc || k == FaultKind::Exit || k == FaultKind::Sleep || is_signal(k);
     case FaultPoint::CkptClose:
     case FaultPoint::CkptFsync:
     case FaultPoint::CkptRename:
@@ -231,10 +231,17 @@ void clear_faults() { install_faults({}, -1); }
 
 void set_fault_step(int64_t step) { state().step.store(step, std::memory_order_relaxed); }
 
+namespace {
+thread_local int64_t scoped_fault_step = -1;  // FaultStepScope's step on this thread; -1: none
+}  // namespace
+
+FaultStepScope::FaultStepScope(int64_t step) { scoped_fault_step = step; }
+FaultStepScope::~FaultStepScope() { scoped_fault_step = -1; }
+
 int fault_at(FaultPoint point) {
   State& s = state();
   if (!s.active.load(std::memory_order_acquire)) return 0;
-  const int64_t step = s.step.load(std::memory_order_relaxed);
+  const int64_t step = scoped_fault_step >= 0 ? scoped_fault_step : s.step.load(std::memory_order_relaxed);
   for (size_t i = 0; i < s.faults.size(); ++i) {
     const Fault& f = s.faults[i];
     if (f.point != point || (f.rank >= 0 && f.rank != s.rank)) continue;

@@ -26,7 +26,7 @@
 //     allgather    ZeRO's parameter all-gathers in flight (GradReducer::allgather_params)
 //                                                         exit stall sig*
 //     ckpt_write   half-way through writing the checkpoint file (HDF5 data)
-//                                                         enospc exit sig*
+//                                                         enospc exit sig* sleep
 //     ckpt_close   closing (flushing) it                  enospc
 //     ckpt_fsync   fsync of the temporary file            enospc
 //     ckpt_rename  renaming it to its final name          enospc
@@ -108,6 +108,18 @@ void clear_faults();
 
 // The trainer's current step (Context::on_step): what STEP is compared with.
 void set_fault_step(int64_t step);
+
+// While alive, fault points reached on the constructing thread compare STEP
+// with `step` instead of the trainer's current step: the background
+// checkpoint writer (ckpt/async_writer.cpp) saves step S while the trainer
+// is already computing S+1, and its faults must still name S.
+class FaultStepScope {
+ public:
+  explicit FaultStepScope(int64_t step);
+  ~FaultStepScope();
+  FaultStepScope(const FaultStepScope&) = delete;
+  FaultStepScope& operator=(const FaultStepScope&) = delete;
+};
 
 // Called at `point`. Signals are raised and stalls, sleeps and exits happen
 // right here; for an I/O fault that applies, returns the errno the caller

@@ -100,6 +100,7 @@ class MpiAllreduceRequest final : public Request {
   void advance() {
     if (!done_ && algo_->progress()) {
       done_ = true;
+      comm_.end_collective(seq_);
       retire();
     }
   }
@@ -234,7 +235,16 @@ std::optional<MpiComm::Failure> MpiComm::advance_all_locked() {
   return std::nullopt;
 }
 
-uint64_t MpiComm::begin_collective() { return hb_ != nullptr ? hb_->start() : ++local_seq_; }
+uint64_t MpiComm::begin_collective(CollOp op, int64_t count, DType dtype) {
+  if (hb_ == nullptr) return ++local_seq_;
+  const uint64_t seq = hb_->start();
+  hb_->flight().started(seq, op, count, dtype, "mpi", hb_->step());
+  return seq;
+}
+
+void MpiComm::end_collective(uint64_t seq) {
+  if (hb_ != nullptr) hb_->flight().completed(seq);
+}
 
 void MpiComm::fail(uint64_t seq, CollOp op, const std::string& reason) {
   // Still "waiting" while the ranks compare notes: the others must see this rank where it is.
@@ -332,7 +342,7 @@ std::unique_ptr<Request> MpiComm::allgather_shards_async(const Tensor& buf, cons
   bool ok = bounds.size() == static_cast<size_t>(size_) + 1 && bounds.front() == 0 && bounds.back() == buf.count();
   for (size_t i = 1; ok && i < bounds.size(); ++i) ok = bounds[i - 1] <= bounds[i];
   HPC_ASSERT(ok, "allgather_shards: shard bounds do not cut the buffer");
-  const uint64_t seq = begin_collective();
+  const uint64_t seq = begin_collective(CollOp::Allgather, buf.count(), buf.dtype());
   std::vector<int> counts(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
     const int64_t c = bounds[static_cast<size_t>(r) + 1] - bounds[static_cast<size_t>(r)];
@@ -348,12 +358,16 @@ std::unique_ptr<Request> MpiComm::allgather_shards_async(const Tensor& buf, cons
   if (rc != MPI_SUCCESS)
     fail(seq, CollOp::Allgather, std::string("failed: ") + MpiCallFailed(rc, "MPI_Iallgatherv").what());
   return std::make_unique<MpiPlainRequest>(
-      [this, seq](std::vector<MPI_Request>& r) { wait_all(r, seq, CollOp::Allgather); }, std::move(reqs));
+      [this, seq](std::vector<MPI_Request>& r) {
+        wait_all(r, seq, CollOp::Allgather);
+        end_collective(seq);
+      }, std::move(reqs));
 }
 
 std::unique_ptr<Request> MpiComm::start_allreduce(const Tensor& buf, ReduceOp op, bool background,
                                                   const std::vector<int64_t>* bounds) {
-  const uint64_t seq = begin_collective();
+  // A reduce-scatter is the rank-ordered allreduce restricted to shards: the same collective kind.
+  const uint64_t seq = begin_collective(CollOp::Allreduce, buf.count(), buf.dtype());
   const int tag = static_cast<int>(2 * (tags_used_++ % static_cast<uint64_t>(tag_span_)));
   std::unique_ptr<MpiAllreduceRequest> r;
   bool wake = false;
@@ -370,7 +384,7 @@ std::unique_ptr<Request> MpiComm::start_allreduce(const Tensor& buf, ReduceOp op
 }
 
 void MpiComm::broadcast(const Tensor& buf, int root) {
-  const uint64_t seq = begin_collective();
+  const uint64_t seq = begin_collective(CollOp::Broadcast, buf.count(), buf.dtype());
   std::vector<MPI_Request> reqs;
   const MPI_Datatype type = mpi_type(buf.dtype());
   char* p = static_cast<char*>(buf.raw());
@@ -383,6 +397,7 @@ void MpiComm::broadcast(const Tensor& buf, int root) {
     reqs.push_back(req);
   }
   wait_all(reqs, seq, CollOp::Broadcast);
+  end_collective(seq);
 }
 
 void MpiComm::allgather(const Tensor& send, const Tensor& recv) {
@@ -392,7 +407,7 @@ void MpiComm::allgather(const Tensor& send, const Tensor& recv) {
     throw Error(EXIT_INTERNAL, "allgather of " + std::to_string(send.count()) +
                                    " elements per rank: more than " + std::to_string(max_msg_) +
                                    ", the MPI count limit of one message");
-  const uint64_t seq = begin_collective();
+  const uint64_t seq = begin_collective(CollOp::Allgather, send.count(), send.dtype());
   std::vector<MPI_Request> reqs(1);
   const MPI_Datatype type = mpi_type(send.dtype());
   int rc = MPI_Iallgather(send.raw(), static_cast<int>(send.count()), type, recv.raw(),
@@ -400,20 +415,22 @@ void MpiComm::allgather(const Tensor& send, const Tensor& recv) {
   if (rc != MPI_SUCCESS)
     fail(seq, CollOp::Allgather, std::string("failed: ") + MpiCallFailed(rc, "MPI_Iallgather").what());
   wait_all(reqs, seq, CollOp::Allgather);
+  end_collective(seq);
 }
 
 void MpiComm::barrier() {
-  const uint64_t seq = begin_collective();
+  const uint64_t seq = begin_collective(CollOp::Barrier, 0, DType::F32);
   std::vector<MPI_Request> reqs(1);
   int rc = MPI_Ibarrier(comm_, &reqs[0]);
   if (rc != MPI_SUCCESS)
     fail(seq, CollOp::Barrier, std::string("failed: ") + MpiCallFailed(rc, "MPI_Ibarrier").what());
   wait_all(reqs, seq, CollOp::Barrier);
+  end_collective(seq);
 }
 
 std::vector<std::string> MpiComm::gather_text(const std::string& mine, int root) {
   if (mine.size() > static_cast<size_t>(INT_MAX)) throw Error(EXIT_INTERNAL, "gather_text: text too long");
-  const uint64_t seq = begin_collective();
+  const uint64_t seq = begin_collective(CollOp::Gather, static_cast<int64_t>(mine.size()), DType::U8);
   int len = static_cast<int>(mine.size());
   std::vector<int> lens(static_cast<size_t>(size_));
   std::vector<MPI_Request> reqs(1);
@@ -434,6 +451,7 @@ std::vector<std::string> MpiComm::gather_text(const std::string& mine, int root)
   if (rc != MPI_SUCCESS)
     fail(seq, CollOp::Gather, std::string("failed: ") + MpiCallFailed(rc, "MPI_Igatherv").what());
   wait_all(reqs, seq, CollOp::Gather);
+  end_collective(seq);
   std::vector<std::string> out;
   if (rank_ != root) return out;
   for (int r = 0; r < size_; ++r)

@@ -3,9 +3,12 @@
 // here (the device vote, the NCCL set-up, the parameter broadcast and the
 // model check) are called in the same order everywhere. A set-up error is a
 // UserError that main.cpp agrees on across ranks before training starts.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -183,9 +186,15 @@ void Trainer::open_run_dir() {
     std::filesystem::create_directories(cfg_.run_dir);
     std::ofstream(cfg_.run_dir + "/config.ini") << to_ini(cfg_);
     metrics_ = MetricsLog(cfg_.run_dir + "/metrics.jsonl");
+    if (cfg_.ckpt.async) writer_ = std::make_unique<ckpt::AsyncWriter>();
   }
   progress_ =
       std::make_unique<Progress>(cfg_.log.progress, total_steps_, step_, ctx_.is_root(), ctx_.world());
+  // Where this rank's collective flight record goes when a collective times out or on SIGUSR2.
+  char host[256] = "";
+  gethostname(host, sizeof host);
+  ctx_.heartbeat().flight().set_path(cfg_.run_dir + "/flight-" + std::to_string(ctx_.rank()) + ".json",
+                                     ctx_.rank(), host);
   // Until the first save is timed: parameters twice (flat and per tensor) and
   // the optimizer state at a modest 200 MB/s, plus a quarter second for fsync.
   const double state_bytes =

@@ -304,7 +304,9 @@ EvalResult Trainer::run() {
   if (exit_code_ == EXIT_OK) {
     // Resumed from a finished run: nothing to train, but the final evaluation is still the answer.
     if (data_.val && last.count == 0) last = evaluate();
-    if (step_ != last_ckpt_step_ && !save_checkpoint("end of training") && exit_code_ == EXIT_OK)
+    settle_writes();  // a background write still in flight ends first (and may have found the disk full)
+    if (exit_code_ == EXIT_OK && step_ != last_ckpt_step_ && !save_checkpoint("end of training", true) &&
+        exit_code_ == EXIT_OK)
       exit_code_ = EXIT_BAD_INPUT;  // (a full disk has set EXIT_IO)
   }
   progress_->done();
