@@ -30,6 +30,10 @@ BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null)
 BOOST_PO    := $(wildcard /usr/include/boost/program_options.hpp)
 GTEST       := $(wildcard /usr/include/gtest/gtest.h)
 HAVE_NVCC   := $(wildcard $(NVCC))
+# oneDNN (Debian libdnnl-dev): the CPU convolutions; without it they run on im2col + GEMM.
+DNNL_HOME   ?= /usr
+HAVE_DNNL   := $(wildcard $(DNNL_HOME)/include/oneapi/dnnl/dnnl.hpp)
+DNNL        ?= $(if $(HAVE_DNNL),1,0)
 CUDA        ?= $(if $(HAVE_NVCC),1,0)
 GIT_COMMIT  := $(shell git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 VERSION     := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
@@ -74,6 +78,18 @@ else
   # Host code of the CUDA backend needs the CUDA headers; the stubs in nocuda/ replace it.
   LIB_SRC   := $(filter-out $(CUDA_HOST_SRC),$(LIB_SRC)) $(NOCUDA_SRC)
 endif
+# backend/cpu/onednn/ (oneDNN convolutions) or backend/cpu/noonednn/ (none: the layer lowers).
+ONEDNN_SRC   := $(shell find src -path '*/onednn/*' -name '*.cpp' | sort)
+NOONEDNN_SRC := $(shell find src -path '*/noonednn/*' -name '*.cpp' | sort)
+ifeq ($(DNNL),1)
+  LIB_SRC := $(filter-out $(NOONEDNN_SRC),$(LIB_SRC))
+  LDLIBS  += $(if $(filter /usr,$(DNNL_HOME)),,-L$(DNNL_HOME)/lib -Wl,-rpath,$(DNNL_HOME)/lib) -ldnnl -lgomp
+  $(ONEDNN_SRC:%.cpp=$(BUILD)/obj/%.o): CPPFLAGS += $(if $(filter /usr,$(DNNL_HOME)),,-I$(DNNL_HOME)/include)
+  # bench/bench_cpu.cpp compares oneDNN's matmul with OpenBLAS (only the bench objects see the macro).
+  $(BUILD)/obj/bench/%.o: CPPFLAGS += -DHPCTRAIN_DNNL=1 $(if $(filter /usr,$(DNNL_HOME)),,-I$(DNNL_HOME)/include)
+else
+  LIB_SRC := $(filter-out $(ONEDNN_SRC),$(LIB_SRC))
+endif
 LIB_OBJ  := $(LIB_SRC:%.cpp=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
 LIB      := $(BUILD)/libhpctrain.a
 TOOL_SRC := $(shell find data_tools -name '*.cpp' | sort)
@@ -98,6 +114,7 @@ summary:
 	@echo "hpctrain $(VERSION) ($(GIT_COMMIT)) build summary:"
 	@echo "  $(call have,$(MPI_LIBS)) MPI ($(MPICXX))   $(call have,$(HDF5_LIBS)) HDF5   $(call have,$(BLAS_LIBS)) OpenBLAS   $(call have,$(BOOST_PO)) Boost.Program_options   $(call have,$(GTEST)) GoogleTest"
 	@echo "  $(if $(filter 1,$(CUDA)),✓ CUDA ($(NVCC), arch $(CUDA_ARCH)),✗ CUDA (CPU-only build))   ARCH_FLAGS=$(ARCH_FLAGS)"
+	@echo "  $(if $(filter 1,$(DNNL)),✓ oneDNN (CPU convolutions),✗ oneDNN (CPU convolutions on the im2col + GEMM fallback: install libdnnl-dev or run 'make deps'))"
 
 # One line naming the missing package, instead of a page of compiler errors.
 check-deps:

@@ -16,6 +16,7 @@ packages=(
   libhdf5-dev hdf5-tools                # datasets and checkpoints
   libboost-program-options-dev          # command line / INI / environment
   libopenblas-dev                       # CPU GEMM
+  libdnnl-dev                           # CPU convolutions (oneDNN; optional: im2col + GEMM without it)
   zlib1g-dev                            # gzipped MNIST IDX files, checkpoint CRC-32
 )
 test_packages=(

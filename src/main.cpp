@@ -11,11 +11,14 @@
 #include <cstdio>
 #include <memory>
 
+#include "backend/cpu/blas_core.h"
 #include "config/config.h"
 #include "core/check.h"
 #include "core/error.h"
 #include "dist/context.h"
 #include "doctor/doctor.h"
+#include "train/eval_command.h"
+#include "train/export.h"
 #include "train/sample.h"
 #include "train/trainer.h"
 
@@ -77,9 +80,26 @@ int train(const hpc::Config& cfg, hpc::dist::Context& ctx) {
   }
 }
 
+// hpctrain eval / predict: set-up agreed like training's, then the pass (collectives) aborts on failure.
+int evaluate(const hpc::Config& cfg, hpc::dist::Context& ctx) {
+  std::unique_ptr<hpc::train::EvalCommand> command;
+  if (int code = agreed(ctx, [&] { command = std::make_unique<hpc::train::EvalCommand>(cfg, ctx); })) return code;
+  try {
+    return command->run();
+  } catch (const hpc::Error& e) {
+    print_error(e.what(), ctx.rank(), ctx.world());
+    ctx.abort(e.exit_code());
+  } catch (const std::exception& e) {
+    print_error(e.what(), ctx.rank(), ctx.world());
+    ctx.abort(hpc::EXIT_INTERNAL);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First, before MPI and any thread: BLAS kernels that fit the CPU (may re-execute this program once).
+  hpc::backend::cpu::fit_blas_core(argv);
   hpc::Config cfg;
   try {
     const hpc::doctor::Args args(argc, argv);  // doctor's bare --json / --local
@@ -92,6 +112,7 @@ int main(int argc, char** argv) {
   if (cfg.command == hpc::Command::Doctor) return hpc::doctor::run(cfg, &argc, &argv);
   // Text from a language model's checkpoint: one process, no MPI.
   if (cfg.command == hpc::Command::Sample) return hpc::train::sample_command(cfg);
+  if (cfg.command == hpc::Command::Export) return hpc::train::export_command(cfg);
 
   std::unique_ptr<hpc::dist::Context> ctx;
   try {
@@ -102,6 +123,7 @@ int main(int argc, char** argv) {
   }
 
   if (cfg.command == hpc::Command::Train) return train(cfg, *ctx);
+  if (cfg.command == hpc::Command::Eval || cfg.command == hpc::Command::Predict) return evaluate(cfg, *ctx);
   if (ctx->is_root())
     std::fprintf(stderr,
                  "hpctrain: error: '%s' is not available in this version of hpctrain (only 'train', 'doctor' "

@@ -64,7 +64,7 @@ std::vector<std::string> all_option_names(const char* prefix) {
 Command parse_command(const std::string& word) {
   for (const EnumName<Command>& c : enum_names<Command>())
     if (word == c.name) return c.value;
-  std::string msg = "unknown command '" + word + "' (commands: train, eval, doctor, sample)" +
+  std::string msg = "unknown command '" + word + "' (commands: train, eval, predict, export, doctor, sample)" +
                     did_you_mean(config::closest_match(word, command_names()));
   if (word.ends_with(".ini")) msg += "; a config file is given as --config " + word;
   throw UserError(msg);
@@ -187,8 +187,9 @@ void print_option(std::ostream& os, const std::string& left, const std::string& 
 
 void print_help(std::ostream& os) {
   Config defaults;
-  os << "usage: hpctrain [train|eval|doctor|sample] [--config FILE] [--GROUP.NAME VALUE]...\n\n"
+  os << "usage: hpctrain [train|eval|predict|export|doctor|sample] [--config FILE] [--GROUP.NAME VALUE]...\n\n"
         "commands: train (default), eval (--checkpoint, --data.path), doctor (check the setup),\n"
+        "          predict (--checkpoint, --data.path, --out preds.h5), export (--checkpoint, --format, -o DIR),\n"
         "          sample (--checkpoint; language models)\n"
         "Every option can also be set in the environment as HPCTRAIN_GROUP_NAME (--optim.lr:\n"
         "HPCTRAIN_OPTIM_LR) and in the --config INI file as `name = value` under [group].\n"
@@ -221,12 +222,17 @@ void check_combination(const Config& c, const std::map<std::string, std::string>
   if (c.command == Command::Train && c.train.steps <= 0 && c.train.epochs <= 0)
     throw UserError("options --train.epochs and --train.steps: one of them must be > 0 (got epochs=" +
                     std::to_string(c.train.epochs) + ", steps=" + std::to_string(c.train.steps) + ")");
-  if ((c.command == Command::Train || c.command == Command::Eval) && c.data.path.empty())
+  const bool evaluates = c.command == Command::Eval || c.command == Command::Predict;
+  if ((c.command == Command::Train || evaluates) && c.data.path.empty())
     throw UserError(std::string("option --data.path: required for ") + name_of(c.command) +
                     " (an HDF5 dataset; " + HOW_TO_MAKE_DATA + ")");
-  if ((c.command == Command::Eval || c.command == Command::Sample) && c.checkpoint.empty())
+  if ((evaluates || c.command == Command::Sample || c.command == Command::Export) && c.checkpoint.empty())
     throw UserError(std::string("option --checkpoint: required for ") + name_of(c.command) +
                     " (a ckpt-STEP.h5 file of a run)");
+  if (c.command == Command::Predict && c.eval.out.empty())
+    throw UserError("option --out: required for predict (the HDF5 file to write, e.g. --out preds.h5)");
+  if (c.command == Command::Export && c.eval.out.empty())
+    throw UserError("option -o/--out: required for export (the directory to write, e.g. -o exported)");
   if (c.optim.schedule == ScheduleKind::Cosine && c.optim.min_lr > c.optim.lr)
     throw UserError(option_label("optim.min_lr", where) + ": must be <= optim.lr (got " +
                     config::format_float(c.optim.min_lr) + " > " + config::format_float(c.optim.lr) + ")");
@@ -239,6 +245,8 @@ bool parse(int argc, const char* const* argv, Config& out) {
     cfg.command = parse_command(args.front());
     args.erase(args.begin());
   }
+  for (std::string& a : args)  // `export -o DIR`: the one short option, an alias of --out
+    if (a == "-o") a = "--out";
 
   const po::options_description desc = make_description();
   po::variables_map vm;

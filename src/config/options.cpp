@@ -16,6 +16,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "data/augment.h"
 #include "nn/spec.h"
 
 namespace hpc::config {
@@ -140,7 +141,16 @@ void check_readable_file(const std::string& path) {
   if (access(path.c_str(), R_OK) != 0) throw BadValue("cannot read '" + path + "': " + std::strerror(errno));
 }
 
-enum class PathKind { ANY_TEXT, NON_EMPTY, INPUT_FILE, RESUME };
+// An output file's directory must exist: a missing one is a one-line error now, not after the work.
+void check_output_dir(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, std::max<size_t>(slash, 1));
+  struct stat st {};
+  if (stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    throw BadValue("the directory '" + dir + "' of '" + path + "' does not exist");
+}
+
+enum class PathKind { ANY_TEXT, NON_EMPTY, INPUT_FILE, RESUME, OUTPUT_FILE };
 
 template <class Access>
 OptionSpec text(std::string name, Access acc, PathKind kind, std::string value_name, std::string help) {
@@ -152,6 +162,10 @@ OptionSpec text(std::string name, Access acc, PathKind kind, std::string value_n
     if (kind == PathKind::INPUT_FILE && !value.empty() && c.command != Command::Doctor)
       check_readable_file(value);
     if (kind == PathKind::RESUME && !value.empty() && value != "auto") check_readable_file(value);
+    if (kind == PathKind::OUTPUT_FILE) {
+      if (trim(value).empty()) throw BadValue("must not be empty");
+      check_output_dir(value);
+    }
     acc(c) = value;
   };
   return s;
@@ -192,6 +206,30 @@ OptionSpec sample_only(OptionSpec s) {
   return s;
 }
 
+// data.augment: checked here, so that a typo fails before MPI starts.
+OptionSpec augment_option(OptionSpec s) {
+  s.set = [inner = s.set](Config& c, const std::string& text) {
+    try {
+      data::parse_augment(text);
+    } catch (const UserError& e) {
+      throw BadValue(e.what());
+    }
+    inner(c, text);
+  };
+  return s;
+}
+
+// An option of `hpctrain eval` and `predict` only, like doctor_only.
+OptionSpec eval_only(OptionSpec s) {
+  s.in_file = false;
+  s.set = [inner = s.set](Config& c, const std::string& text) {
+    if (c.command != Command::Eval && c.command != Command::Predict && c.command != Command::Export)
+      throw BadValue("only for 'hpctrain eval', 'predict' and 'export'");
+    inner(c, text);
+  };
+  return s;
+}
+
 // The accessor for a field: generic so that the same lambda serves const
 // (get) and mutable (set) access.
 // clang-format off
@@ -210,6 +248,9 @@ std::vector<OptionSpec> build_table() {
       doctor_only(
           flag("local", FIELD(local),
                "doctor: check this process only, without MPI or the fabric preflight (container %test)")),
+      doctor_only(text("flight", FIELD(flight_dir), P::NON_EMPTY, "RUN_DIR",
+                       "doctor: read RUN_DIR/flight-*.json (collective flight records) and name the "
+                       "diverging collective and the ranks behind it")),
       sample_only(text("prompt", FIELD(sample.prompt), P::ANY_TEXT, "TEXT",
                        "sample: the text to continue (its bytes are the first tokens)")),
       sample_only(number("tokens", FIELD(sample.tokens), AT_LEAST_ONE, "sample: tokens to generate")),
@@ -219,6 +260,12 @@ std::vector<OptionSpec> build_table() {
                          "sample: draw among the k most likely tokens; 0 = all")),
       sample_only(
           number("seed", FIELD(sample.seed), ANY, "sample: random seed (the same seed, the same text)")),
+      eval_only(choice("eval.split", FIELD(eval.split),
+                       "eval/predict: the split to evaluate (auto: /val when the data has one, else /train)")),
+      eval_only(text("out", FIELD(eval.out), P::OUTPUT_FILE, "PATH",
+                     "eval: the eval.json to write (default: beside the checkpoint); predict: preds.h5; "
+                     "export: the directory (-o DIR)")),
+      eval_only(choice("format", FIELD(eval.format), "export: what to write (torch: safetensors + model.py)")),
 
       text("data.path", FIELD(data.path), P::INPUT_FILE, "PATH",
            "HDF5 dataset with /train and optionally /val (needed by train and eval)"),
@@ -227,6 +274,9 @@ std::vector<OptionSpec> build_table() {
       number("data.prefetch", FIELD(data.prefetch), AT_LEAST_ONE, "batches in flight per rank"),
       flag("data.drop_last", FIELD(data.drop_last), "drop the last partial global batch of an epoch"),
       choice("data.check", FIELD(data.check), "how much of the inputs to scan for non-finite values"),
+      augment_option(text("data.augment", FIELD(data.augment), P::ANY_TEXT, "LIST",
+                          "training images: flip (horizontal, p = 1/2), crop:P (pad P, random crop); e.g. "
+                          "\"flip, crop:4\"; none by default")),
 
       name_choice("model.preset", FIELD(model.preset), nn::preset_names(), preset_help(), "NAME"),
       text("model.spec", FIELD(model.spec), P::ANY_TEXT, "SPEC",
@@ -305,6 +355,9 @@ std::vector<OptionSpec> build_table() {
       flag("ckpt.allow_reshard", FIELD(ckpt.allow_reshard),
            "allow resuming with another global batch (position carried over in samples; not bit-exact); "
            "another number of ranks with the same global batch needs no flag"),
+      flag("ckpt.async", FIELD(ckpt.async),
+           "write checkpoints in a background thread from a host snapshot taken at the step boundary "
+           "(at most one in flight); false: training waits for each write"),
 
       text("run.dir", FIELD(run_dir), P::NON_EMPTY, "DIR",
            "run directory: config.ini, metrics.jsonl, checkpoints"),

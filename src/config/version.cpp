@@ -12,6 +12,8 @@
 #include <boost/version.hpp>
 #include <sstream>
 
+#include "backend/cpu/blas_core.h"
+#include "backend/cpu/onednn.h"
 #include "backend/device.h"
 #include "config/config.h"
 
@@ -63,6 +65,8 @@ std::string version_report() {
      << "  HDF5:     " << hdf5_version() << "\n"
      << "  Boost:    " << boost_version() << "\n"
      << "  BLAS:     " << first_line(openblas_get_config()) << "\n"
+     << "  BLAS core: " << backend::cpu::blas_core().line() << "\n"
+     << "  oneDNN:   " << backend::cpu::onednn::describe() << "\n"
 #if defined(__clang__)
      << "  compiler: clang " << __clang_version__ << "\n";
 #elif defined(__GNUC__)

@@ -14,6 +14,7 @@
 #include <memory>
 #include <thread>
 
+#include "core/check.h"
 #include "core/error.h"
 
 namespace hpc {
@@ -29,7 +30,8 @@ struct KindName {
 constexpr KindName KINDS[] = {{FaultKind::Enospc, "enospc"},   {FaultKind::Eio, "eio"},
                               {FaultKind::Stall, "stall"},     {FaultKind::Exit, "exit"},
                               {FaultKind::SigUsr1, "sigusr1"}, {FaultKind::SigTerm, "sigterm"},
-                              {FaultKind::SigInt, "sigint"},   {FaultKind::Sleep, "sleep"}};
+                              {FaultKind::SigInt, "sigint"},   {FaultKind::Sleep, "sleep"},
+                              {FaultKind::Lesser, "lesser"},   {FaultKind::Wrong, "wrong"}};
 
 struct PointName {
   FaultPoint point;
@@ -46,7 +48,9 @@ constexpr PointName POINTS[] = {{FaultPoint::Step, "step"},
                                 {FaultPoint::CkptRename, "ckpt_rename"},
                                 {FaultPoint::Metrics, "metrics"},
                                 {FaultPoint::DataRead, "data_read"},
-                                {FaultPoint::RingSend, "ring_send"}};
+                                {FaultPoint::RingSend, "ring_send"},
+                                {FaultPoint::BlasCore, "blas_core"},
+                                {FaultPoint::BlasCheck, "blas_check"}};
 
 bool is_signal(FaultKind k) {
   return k == FaultKind::SigUsr1 || k == FaultKind::SigTerm || k == FaultKind::SigInt;
@@ -67,7 +71,7 @@ bool allowed(FaultKind k, FaultPoint p) {
     case FaultPoint::Allgather:
       return k == FaultKind::Exit || k == FaultKind::Stall || is_signal(k);
     case FaultPoint::CkptWrite:
-      return k == FaultKind::Enospc || k == FaultKind::Exit || is_signal(k);
+      return k == FaultKind::Enospc || k == FaultKind::Exit || k == FaultKind::Sleep || is_signal(k);
     case FaultPoint::CkptClose:
     case FaultPoint::CkptFsync:
     case FaultPoint::CkptRename:
@@ -77,6 +81,10 @@ bool allowed(FaultKind k, FaultPoint p) {
       return k == FaultKind::Eio || k == FaultKind::Sleep;
     case FaultPoint::RingSend:
       return k == FaultKind::Sleep;
+    case FaultPoint::BlasCore:
+      return k == FaultKind::Lesser;
+    case FaultPoint::BlasCheck:
+      return k == FaultKind::Wrong;
   }
   return false;
 }
@@ -223,10 +231,17 @@ void clear_faults() { install_faults({}, -1); }
 
 void set_fault_step(int64_t step) { state().step.store(step, std::memory_order_relaxed); }
 
+namespace {
+thread_local int64_t scoped_fault_step = -1;  // FaultStepScope's step on this thread; -1: none
+}  // namespace
+
+FaultStepScope::FaultStepScope(int64_t step) { scoped_fault_step = step; }
+FaultStepScope::~FaultStepScope() { scoped_fault_step = -1; }
+
 int fault_at(FaultPoint point) {
   State& s = state();
   if (!s.active.load(std::memory_order_acquire)) return 0;
-  const int64_t step = s.step.load(std::memory_order_relaxed);
+  const int64_t step = scoped_fault_step >= 0 ? scoped_fault_step : s.step.load(std::memory_order_relaxed);
   for (size_t i = 0; i < s.faults.size(); ++i) {
     const Fault& f = s.faults[i];
     if (f.point != point || (f.rank >= 0 && f.rank != s.rank)) continue;
@@ -266,6 +281,19 @@ int fault_at(FaultPoint point) {
     }
   }
   return 0;
+}
+
+bool fault_planned(FaultKind kind, FaultPoint point) {
+  std::vector<Fault> faults;
+  try {
+    faults = parse_faults(std::getenv(VARIABLE));
+  } catch (const UserError&) {
+    return false;
+  }
+  const int rank = launcher_rank();
+  return std::any_of(faults.begin(), faults.end(), [&](const Fault& f) {
+    return f.kind == kind && f.point == point && (f.rank < 0 || f.rank == std::max(rank, 0));
+  });
 }
 
 }  // namespace hpc

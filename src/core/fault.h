@@ -14,6 +14,9 @@
 //     sigusr1, sigterm, sigint
 //              raise(SIG…) in the calling thread, at that very point
 //     sleep=MS the rank sleeps MS milliseconds there (a slow rank, a slow disk)
+//     lesser   OPENBLAS_CORETYPE stands for OpenBLAS's own pick (a lesser core
+//              the library chose), not for the user's choice
+//     wrong    the BLAS self-check of a core hpctrain chose sees a wrong result
 //   POINT    where (and which kinds it takes)
 //     step         an optimizer step begins              stall exit sig* sleep
 //     step_end     the step is done, before the ranks' stop vote
@@ -23,13 +26,18 @@
 //     allgather    ZeRO's parameter all-gathers in flight (GradReducer::allgather_params)
 //                                                         exit stall sig*
 //     ckpt_write   half-way through writing the checkpoint file (HDF5 data)
-//                                                         enospc exit sig*
+//                                                         enospc exit sig* sleep
 //     ckpt_close   closing (flushing) it                  enospc
 //     ckpt_fsync   fsync of the temporary file            enospc
 //     ckpt_rename  renaming it to its final name          enospc
 //     metrics      appending to RUN_DIR/metrics.jsonl     enospc
 //     data_read    reading samples (memory-mapped copy or H5Dread)  eio sleep
 //     ring_send    hpctrain doctor's ring exchange, before each send  sleep
+//     blas_core    the start-up BLAS core check (before MPI)   lesser
+//     blas_check   its sgemm self-check of a corrected core    wrong
+//                  (both read HPCTRAIN_FAULT themselves with fault_planned(),
+//                  since they run before MPI and dist::Context; RANK is the
+//                  launcher's, STEP does not apply)
 //   RANK     the rank that fails; `*` or absent: every rank
 //   STEP     the trainer's step (1-based, the step being computed or saved);
 //            absent: the first time the point is reached. I/O faults and
@@ -60,7 +68,7 @@
 
 namespace hpc {
 
-enum class FaultKind { Enospc, Eio, Stall, Exit, SigUsr1, SigTerm, SigInt, Sleep };
+enum class FaultKind { Enospc, Eio, Stall, Exit, SigUsr1, SigTerm, SigInt, Sleep, Lesser, Wrong };
 enum class FaultPoint {
   Step,
   StepEnd,
@@ -73,7 +81,9 @@ enum class FaultPoint {
   CkptRename,
   Metrics,
   DataRead,
-  RingSend
+  RingSend,
+  BlasCore,
+  BlasCheck
 };
 
 struct Fault {
@@ -99,11 +109,29 @@ void clear_faults();
 // The trainer's current step (Context::on_step): what STEP is compared with.
 void set_fault_step(int64_t step);
 
+// While alive, fault points reached on the constructing thread compare STEP
+// with `step` instead of the trainer's current step: the background
+// checkpoint writer (ckpt/async_writer.cpp) saves step S while the trainer
+// is already computing S+1, and its faults must still name S.
+class FaultStepScope {
+ public:
+  explicit FaultStepScope(int64_t step);
+  ~FaultStepScope();
+  FaultStepScope(const FaultStepScope&) = delete;
+  FaultStepScope& operator=(const FaultStepScope&) = delete;
+};
+
 // Called at `point`. Signals are raised and stalls, sleeps and exits happen
 // right here; for an I/O fault that applies, returns the errno the caller
 // must fail with as it would for a real failure (ENOSPC, EIO); else 0.
 // Thread-safe.
 int fault_at(FaultPoint point);
+
+// Whether HPCTRAIN_FAULT plans `kind` at `point` for this process (the
+// launcher's rank), parsed from the environment now: for the points that run
+// before MPI and dist::Context (blas_core, blas_check). A malformed value
+// counts as no plan here; dist::Context reports it as every run does.
+bool fault_planned(FaultKind kind, FaultPoint point);
 
 // "ckpt_write", "enospc": the names used in HPCTRAIN_FAULT.
 const char* fault_point_name(FaultPoint point);

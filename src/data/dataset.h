@@ -25,6 +25,10 @@ struct SplitInfo {
   int64_t num_classes = 0;     // classification only (0 for regression; token data: vocabulary)
   Shape target_shape;          // regression: {k}; classification: {} (one id per sample); tokens: {T}
   double scale = 1, mean = 0, std = 1;  // uint8 x: value = (byte·scale − mean)/std
+  // Classification: the classes in [0, num_classes) without a single sample,
+  // and how num_classes was chosen ("max label of /train/y + 1", an attribute).
+  std::vector<int64_t> missing_classes;
+  std::string num_classes_source;
 };
 
 class Dataset {

@@ -143,8 +143,10 @@ int64_t resolve_num_classes(hid_t file, hid_t y, const SampleSource& labels, con
   return std::max<int64_t>(max_label(*train_labels) + 1, 1);
 }
 
-void check_labels(const SampleSource& y, int64_t num_classes, const std::string& what,
-                  const std::string& source) {
+// Also returns the classes without a sample.
+std::vector<int64_t> check_labels(const SampleSource& y, int64_t num_classes, const std::string& what,
+                                  const std::string& source) {
+  std::vector<bool> seen(static_cast<size_t>(num_classes), false);
   scan_rows(y, 0, y.rows(), [&](const std::byte* rows, int64_t first, int64_t count) {
     for (int64_t i = 0; i < count; ++i) {
       int32_t v;
@@ -152,8 +154,13 @@ void check_labels(const SampleSource& y, int64_t num_classes, const std::string&
       if (v < 0 || v >= num_classes)
         throw UserError(what + ": label " + std::to_string(v) + " at sample " + std::to_string(first + i) +
                         " is outside [0, " + std::to_string(num_classes) + ") (" + source + ")");
+      seen[static_cast<size_t>(v)] = true;
     }
   });
+  std::vector<int64_t> missing;
+  for (int64_t c = 0; c < num_classes; ++c)
+    if (!seen[static_cast<size_t>(c)]) missing.push_back(c);
+  return missing;
 }
 
 void check_finite(const SampleSource& src, int64_t rows, const std::string& what) {
@@ -252,7 +259,8 @@ H5Dataset::H5Dataset(const std::string& path, const std::string& split, const Op
   if (info_.classification) {
     std::string source;
     info_.num_classes = resolve_num_classes(file.id(), y.id(), *y_, split, file_what, source);
-    check_labels(*y_, info_.num_classes, ywhat, source);
+    info_.missing_classes = check_labels(*y_, info_.num_classes, ywhat, source);
+    info_.num_classes_source = source;
   } else {
     check_finite(*y_, scan, ywhat);
   }

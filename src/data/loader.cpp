@@ -138,6 +138,7 @@ void Loader::work() {
       valid = plan_(item, slot.indices.data());
       HPC_ASSERT(0 <= valid && valid <= rows, "loader plan returned a bad valid count");
       gather_(slot.indices.data(), rows, slot.batch.x, slot.batch.y);
+      if (transform_) transform_(item, slot.indices.data(), rows, slot.batch.x);
     } catch (...) {
       error = std::current_exception();
     }

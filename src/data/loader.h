@@ -81,6 +81,9 @@ struct Batch {
 using PlanFn = std::function<int64_t(int64_t item, int64_t* out)>;
 // Copies samples idx[0, n) into x and y (Dataset::gather).
 using GatherFn = std::function<void(const int64_t* idx, int64_t n, const Tensor& x, const Tensor& y)>;
+// Changes the gathered x of `item` in place (data augmentation), in the worker
+// thread; must be thread-safe and a function of (item, idx) only.
+using TransformFn = std::function<void(int64_t item, const int64_t* idx, int64_t n, const Tensor& x)>;
 
 class Loader {
  public:
@@ -91,6 +94,8 @@ class Loader {
   Loader(const Loader&) = delete;
   Loader& operator=(const Loader&) = delete;
 
+  // Applied to every batch after gather (call before start()); empty: none.
+  void set_transform(TransformFn transform) { transform_ = std::move(transform); }
   // Serves items [first, end) in order, starting the workers; whatever was
   // being served before is stopped and dropped. `plan` is called from the
   // worker threads (it must be thread-safe) and must outlive the serving.
@@ -122,6 +127,7 @@ class Loader {
 
   BatchLayout layout_;
   GatherFn gather_;
+  TransformFn transform_;
   int workers_;
   std::shared_ptr<HostAllocator> allocator_;
   std::vector<Slot> slots_;

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <string>
 
+#include "dist/flight_recorder.h"
+
 namespace hpc::dist {
 
 enum class CollOp : int32_t { None = 0, Allreduce, Broadcast, Allgather, Barrier, Gather };
@@ -68,6 +70,8 @@ class Heartbeat {
   // Seconds in the current state: waiting for waiting_on(), or (when not
   // waiting) since this rank last started or finished waiting for a collective.
   double state_seconds() const { return monotonic_seconds() - since_.load(std::memory_order_relaxed); }
+  // The last collectives this rank started (flight_recorder.h).
+  FlightRecorder& flight() { return flight_; }
 
  private:
   std::atomic<int64_t> step_{0};
@@ -75,6 +79,7 @@ class Heartbeat {
   std::atomic<uint64_t> waiting_on_{0};
   std::atomic<int32_t> waiting_op_{0};
   std::atomic<double> since_;
+  FlightRecorder flight_;
 };
 
 // Called when a collective did not complete in time (or MPI reported a

@@ -111,6 +111,7 @@ class MpiAllreduceRequest final : public Request {
   void advance() {
     if (!done_ && algo_->progress()) {
       done_ = true;
+      comm_.end_collective(seq_);
       retire();
     }
   }
@@ -245,7 +246,16 @@ std::optional<MpiComm::Failure> MpiComm::advance_all_locked() {
   return std::nullopt;
 }
 
-uint64_t MpiComm::begin_collective() { return hb_ != nullptr ? hb_->start() : ++local_seq_; }
+uint64_t MpiComm::begin_collective(CollOp op, int64_t count, DType dtype) {
+  if (hb_ == nullptr) return ++local_seq_;
+  const uint64_t seq = hb_->start();
+  hb_->flight().started(seq, op, count, dtype, "mpi", hb_->step());
+  return seq;
+}
+
+void MpiComm::end_collective(uint64_t seq) {
+  if (hb_ != nullptr) hb_->flight().completed(seq);
+}
 
 void MpiComm::fail(uint64_t seq, CollOp op, const std::string& reason) {
   // Still "waiting" while the ranks compare notes: the others must see this rank where it is.
@@ -355,7 +365,7 @@ std::unique_ptr<Request> MpiComm::allgather_shards_async(const Tensor& buf, cons
   bool ok = bounds.size() == static_cast<size_t>(size_) + 1 && bounds.front() == 0 && bounds.back() == buf.count();
   for (size_t i = 1; ok && i < bounds.size(); ++i) ok = bounds[i - 1] <= bounds[i];
   HPC_ASSERT(ok, "allgather_shards: shard bounds do not cut the buffer");
-  const uint64_t seq = begin_collective();
+  const uint64_t seq = begin_collective(CollOp::Allgather, buf.count(), buf.dtype());
   std::vector<int> counts(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) {
     const int64_t c = bounds[static_cast<size_t>(r) + 1] - bounds[static_cast<size_t>(r)];
@@ -371,13 +381,16 @@ std::unique_ptr<Request> MpiComm::allgather_shards_async(const Tensor& buf, cons
   if (rc != MPI_SUCCESS)
     fail(seq, CollOp::Allgather, std::string("failed: ") + MpiCallFailed(rc, "MPI_Iallgatherv").what());
   return std::make_unique<MpiPlainRequest>(
-      [this, seq](std::vector<MPI_Request>& r) { wait_all(r, seq, CollOp::Allgather); }, std::move(reqs));
+      [this, seq](std::vector<MPI_Request>& r) {
+        wait_all(r, seq, CollOp::Allgather);
+        end_collective(seq);
+      }, std::move(reqs));
 }
 
 std::unique_ptr<Request> MpiComm::start_native(const Tensor& buf, ReduceOp op,
                                                const std::vector<int64_t>* bounds) {
   HPC_ASSERT(buf.device() == Device::CPU, "MpiComm reduces host buffers only");
-  const uint64_t seq = begin_collective();
+  const uint64_t seq = begin_collective(CollOp::Allreduce, buf.count(), buf.dtype());
   if (buf.count() > max_msg_)
     throw Error(EXIT_INTERNAL, "dist.reduce native: a buffer of " + std::to_string(buf.count()) +
                                    " elements, more than " + std::to_string(max_msg_) +
@@ -410,7 +423,11 @@ std::unique_ptr<Request> MpiComm::start_native(const Tensor& buf, ReduceOp op,
     if (rc != MPI_SUCCESS)
       fail(seq, CollOp::Allreduce, std::string("failed: ") + MpiCallFailed(rc, "MPI_Ireduce_scatter").what());
     return std::make_unique<MpiPlainRequest>(
-        [this, seq](std::vector<MPI_Request>& r) { wait_all(r, seq, CollOp::Allreduce); }, std::move(reqs), then);
+        [this, seq](std::vector<MPI_Request>& r) {
+          wait_all(r, seq, CollOp::Allreduce);
+          end_collective(seq);
+        },
+        std::move(reqs), then);
   }
   if (rc != MPI_SUCCESS)
     fail(seq, CollOp::Allreduce, std::string("failed: ") + MpiCallFailed(rc, "MPI_Iallreduce").what());
@@ -418,13 +435,18 @@ std::unique_ptr<Request> MpiComm::start_native(const Tensor& buf, ReduceOp op,
     if (op == ReduceOp::Avg) backend_divide(base, n, dtype, size_);
   };
   return std::make_unique<MpiPlainRequest>(
-      [this, seq](std::vector<MPI_Request>& r) { wait_all(r, seq, CollOp::Allreduce); }, std::move(reqs), then);
+      [this, seq](std::vector<MPI_Request>& r) {
+        wait_all(r, seq, CollOp::Allreduce);
+        end_collective(seq);
+      },
+      std::move(reqs), then);
 }
 
 std::unique_ptr<Request> MpiComm::start_allreduce(const Tensor& buf, ReduceOp op, bool background,
                                                   const std::vector<int64_t>* bounds) {
   if (native_ && size_ > 1) return start_native(buf, op, bounds);
-  const uint64_t seq = begin_collective();
+  // A reduce-scatter is the rank-ordered allreduce restricted to shards: the same collective kind.
+  const uint64_t seq = begin_collective(CollOp::Allreduce, buf.count(), buf.dtype());
   const int tag = static_cast<int>(2 * (tags_used_++ % static_cast<uint64_t>(tag_span_)));
   std::unique_ptr<MpiAllreduceRequest> r;
   bool wake = false;
@@ -441,7 +463,7 @@ std::unique_ptr<Request> MpiComm::start_allreduce(const Tensor& buf, ReduceOp op
 }
 
 void MpiComm::broadcast(const Tensor& buf, int root) {
-  const uint64_t seq = begin_collective();
+  const uint64_t seq = begin_collective(CollOp::Broadcast, buf.count(), buf.dtype());
   std::vector<MPI_Request> reqs;
   const MPI_Datatype type = mpi_type(buf.dtype());
   char* p = static_cast<char*>(buf.raw());
@@ -454,6 +476,7 @@ void MpiComm::broadcast(const Tensor& buf, int root) {
     reqs.push_back(req);
   }
   wait_all(reqs, seq, CollOp::Broadcast);
+  end_collective(seq);
 }
 
 void MpiComm::allgather(const Tensor& send, const Tensor& recv) {
@@ -463,7 +486,7 @@ void MpiComm::allgather(const Tensor& send, const Tensor& recv) {
     throw Error(EXIT_INTERNAL, "allgather of " + std::to_string(send.count()) +
                                    " elements per rank: more than " + std::to_string(max_msg_) +
                                    ", the MPI count limit of one message");
-  const uint64_t seq = begin_collective();
+  const uint64_t seq = begin_collective(CollOp::Allgather, send.count(), send.dtype());
   std::vector<MPI_Request> reqs(1);
   const MPI_Datatype type = mpi_type(send.dtype());
   int rc = MPI_Iallgather(send.raw(), static_cast<int>(send.count()), type, recv.raw(),
@@ -471,20 +494,22 @@ void MpiComm::allgather(const Tensor& send, const Tensor& recv) {
   if (rc != MPI_SUCCESS)
     fail(seq, CollOp::Allgather, std::string("failed: ") + MpiCallFailed(rc, "MPI_Iallgather").what());
   wait_all(reqs, seq, CollOp::Allgather);
+  end_collective(seq);
 }
 
 void MpiComm::barrier() {
-  const uint64_t seq = begin_collective();
+  const uint64_t seq = begin_collective(CollOp::Barrier, 0, DType::F32);
   std::vector<MPI_Request> reqs(1);
   int rc = MPI_Ibarrier(comm_, &reqs[0]);
   if (rc != MPI_SUCCESS)
     fail(seq, CollOp::Barrier, std::string("failed: ") + MpiCallFailed(rc, "MPI_Ibarrier").what());
   wait_all(reqs, seq, CollOp::Barrier);
+  end_collective(seq);
 }
 
 std::vector<std::string> MpiComm::gather_text(const std::string& mine, int root) {
   if (mine.size() > static_cast<size_t>(INT_MAX)) throw Error(EXIT_INTERNAL, "gather_text: text too long");
-  const uint64_t seq = begin_collective();
+  const uint64_t seq = begin_collective(CollOp::Gather, static_cast<int64_t>(mine.size()), DType::U8);
   int len = static_cast<int>(mine.size());
   std::vector<int> lens(static_cast<size_t>(size_));
   std::vector<MPI_Request> reqs(1);
@@ -505,6 +530,7 @@ std::vector<std::string> MpiComm::gather_text(const std::string& mine, int root)
   if (rc != MPI_SUCCESS)
     fail(seq, CollOp::Gather, std::string("failed: ") + MpiCallFailed(rc, "MPI_Igatherv").what());
   wait_all(reqs, seq, CollOp::Gather);
+  end_collective(seq);
   std::vector<std::string> out;
   if (rank_ != root) return out;
   for (int r = 0; r < size_; ++r)

@@ -105,7 +105,9 @@ class MpiComm final : public Communicator {
 
  private:
   friend class MpiAllreduceRequest;
-  uint64_t begin_collective();
+  // A collective starts / completes: its number, and the flight record (flight_recorder.h).
+  uint64_t begin_collective(CollOp op, int64_t count, DType dtype);
+  void end_collective(uint64_t seq);
   std::unique_ptr<Request> start_allreduce(const Tensor& buf, ReduceOp op, bool background,
                                            const std::vector<int64_t>* bounds = nullptr);
   void wait_until(const std::function<bool()>& done, uint64_t seq, CollOp op);

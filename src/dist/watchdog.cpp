@@ -40,7 +40,10 @@ Watchdog::Watchdog(MPI_Comm world, std::vector<PeerInfo> peers, Heartbeat& hb, d
   mpiCheck(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   mpiCheck(MPI_Comm_rank(comm_, &rank_));
   mpiCheck(MPI_Comm_size(comm_, &size_));
-  if (with_thread_ && size_ > 1) thread_ = std::thread([this] { serve(); });
+  if (with_thread_ && size_ > 1) {
+    install_flight_signal();  // SIGUSR2: this thread writes the flight record
+    thread_ = std::thread([this] { serve(); });
+  }
 }
 
 // Past the constructor the watchdog's MPI calls are not mpiCheck'ed, on purpose:
@@ -76,7 +79,10 @@ void Watchdog::serve() {
           MPI_SUCCESS)
         replies.emplace_back(r, std::move(msg));
       MPI_Irecv(&query, 1, MPI_INT, MPI_ANY_SOURCE, TAG_QUERY, comm_, &incoming);
+      // A peer's collective timed out: this rank's record too, also when its main thread cannot move.
+      hb_.flight().dump("rank " + std::to_string(st.MPI_SOURCE) + " asked: a collective timed out there");
     }
+    if (flight_signal_pending()) hb_.flight().dump("SIGUSR2");
     for (size_t i = 0; i < replies.size();) {
       int done = 0;
       MPI_Test(&replies[i].first, &done, MPI_STATUS_IGNORE);
@@ -190,6 +196,12 @@ std::string Watchdog::explain(uint64_t seq, CollOp op, const std::string& reason
   const bool asked = with_thread_ && size_ > 1;
   std::vector<PeerState> states = asked ? ask_everyone() : std::vector<PeerState>(static_cast<size_t>(size_));
   HangReport rep = describe_hang(rank_, seq, op, hb_.step(), reason, peers_, states, asked);
+  const std::string& flight = hb_.flight().path();
+  if (hb_.flight().dump("collective #" + std::to_string(seq) + " (" + coll_op_name(op) + ") " + reason)) {
+    const std::string dir = flight.substr(0, flight.rfind('/') + 1);
+    rep.text += "; flight records: " + dir + "flight-RANK.json (hpctrain doctor --flight " +
+                (dir.empty() ? std::string(".") : dir.substr(0, dir.size() - 1)) + ")";
+  }
   if (rep.reporter != rank_) {
     // The reporter prints and aborts the job, which normally ends this process during the pause.
     const double until = monotonic_seconds() + REPORTER_GRACE_S;

@@ -113,6 +113,9 @@ void check_versions(const std::vector<RankFacts>& ranks, Findings& out) {
     if (major_minor(v.hdf5_build) != major_minor(v.hdf5_runtime))
       out.warning("hpctrain was built with HDF5 " + v.hdf5_build + " but loads HDF5 " + v.hdf5_runtime +
                   " on " + host + ": check LD_LIBRARY_PATH and the modules loaded");
+    if (v.blas_lesser)
+      out.warning("the BLAS kernels on " + host + " are slower than the CPU allows (" + v.blas_core +
+                  "): unset OPENBLAS_CORETYPE to let hpctrain pick the core");
   }
 }
 

@@ -30,6 +30,7 @@
 #include "doctor/analysis.h"
 #include "doctor/data_probe.h"
 #include "doctor/facts.h"
+#include "doctor/flight.h"
 #include "doctor/preflight.h"
 #include "doctor/probes.h"
 #include "doctor/report.h"
@@ -156,6 +157,7 @@ Args::Args(int argc, const char* const* argv) : words_(argv, argv + argc) {
 }
 
 int run(const Config& cfg, int* argc, char*** argv) {
+  if (!cfg.flight_dir.empty()) return run_flight(cfg.flight_dir);  // a post-mortem: files only, no MPI
   EnvSnapshot env;
   env.vars = fabric_environment(environ, &env.hidden);
   if (cfg.local) return run_alone(cfg, env, "", "--local: no other ranks");

@@ -25,6 +25,8 @@ struct LibVersions {
   std::string nccl_build, nccl_runtime;
   std::string mpi_build, mpi_runtime;  // runtime: first line of MPI_Get_library_version
   std::string hdf5_build, hdf5_runtime;
+  std::string blas_core;     // backend::cpu::BlasCore::line(): the core in use and why
+  bool blas_lesser = false;  // that core's vector class is below the CPU's
 };
 
 struct GpuFacts {

@@ -67,6 +67,7 @@ void versions_text(std::string& out, const LibVersions& v) {
   }
   row("MPI", v.mpi_build, v.mpi_runtime);
   row("HDF5", v.hdf5_build, v.hdf5_runtime);
+  out += "  BLAS core " + v.blas_core + "\n";
 }
 
 void data_text(std::string& out, const Report& r) {

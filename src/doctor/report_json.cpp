@@ -65,6 +65,7 @@ void json_versions(Json& j, const LibVersions& v) {
   lib("nccl", v.nccl_build, v.nccl_runtime);
   lib("mpi", v.mpi_build, v.mpi_runtime);
   lib("hdf5", v.hdf5_build, v.hdf5_runtime);
+  j.str("blas_core", v.blas_core).boolean("blas_lesser", v.blas_lesser);
   j.close('}');
 }
 

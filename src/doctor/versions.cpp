@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "backend/cpu/blas_core.h"
+
 #if HPCTRAIN_CUDA
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -94,6 +96,9 @@ LibVersions library_versions() {
   unsigned major = 0, minor = 0, release = 0;
   if (H5get_libversion(&major, &minor, &release) >= 0)
     v.hdf5_runtime = dotted(static_cast<int>(major), static_cast<int>(minor), static_cast<int>(release));
+  const backend::cpu::BlasCore& blas = backend::cpu::blas_core();
+  v.blas_core = blas.line();
+  v.blas_lesser = blas.core_speed != backend::cpu::SpeedClass::Unknown && blas.core_speed < blas.cpu_speed;
   return v;
 }
 

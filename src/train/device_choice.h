@@ -20,6 +20,10 @@
 #include "config/config.h"
 #include "core/tensor.h"
 
+namespace hpc::dist {
+class Context;
+}
+
 namespace hpc::train {
 
 struct DeviceView {
@@ -34,5 +38,10 @@ Device resolve_device(DeviceChoice want, const DeviceView& view);
 
 // Whether resolve_device needs the GPU count and the ranks' agreement (not for cpu).
 inline bool device_needs_probe(DeviceChoice want) { return want != DeviceChoice::Cpu; }
+
+// This rank's device for `want`, asked of the CUDA runtime and agreed by the
+// ranks (one Max allreduce when there are several); the GPU is made current.
+// Defined in setup.cpp; the trainer and `hpctrain eval` / `predict` use it.
+Device resolve_rank_device(DeviceChoice want, dist::Context& ctx);
 
 }  // namespace hpc::train

@@ -3,9 +3,12 @@
 // here (the device vote, the NCCL set-up, the parameter broadcast and the
 // model check) are called in the same order everywhere. A set-up error is a
 // UserError that main.cpp agrees on across ranks before training starts.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,6 +18,7 @@
 #include "backend/device.h"
 #include "core/error.h"
 #include "dist/devices.h"
+#include "data/augment.h"
 #include "train/device_choice.h"
 #include "train/trainer.h"
 
@@ -23,6 +27,23 @@ namespace hpc::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// UserError unless every rank built the same model as this one: the parameter
+// count and a hash of the canonical spec, gathered from every rank.
+void check_same_model(dist::Communicator& comm, const nn::Model& model) {
+  double mine[2] = {static_cast<double>(model.num_params()),
+                    static_cast<double>(std::hash<std::string>{}(model.spec()) % (1ull << 52))};
+  Tensor all(Shape{2 * static_cast<int64_t>(comm.size())}, DType::F64);
+  comm.allgather(Tensor::borrow(mine, Shape{2}, DType::F64), all);
+  for (int r = 0; r < comm.size(); ++r)
+    if (all.data<double>()[2 * r] != mine[0] || all.data<double>()[2 * r + 1] != mine[1])
+      throw UserError("rank " + std::to_string(r) + " built a different model than rank " +
+                      std::to_string(comm.rank()) +
+                      " (parameter count or spec differ): check that all ranks get "
+                      "the same configuration and data file");
+}
+
+}  // namespace
 
 // The compute device (train.device resolved by train/device_choice.h from
 // this rank's view and, with several ranks, whether every rank sees a GPU:
@@ -45,23 +66,6 @@ Device resolve_rank_device(DeviceChoice want, dist::Context& ctx) {
     backend::cuda_set_device(dist::pick_device(ctx.info().local_rank, view.visible_gpus));
   return device;
 }
-
-// UserError unless every rank built the same model as this one: the parameter
-// count and a hash of the canonical spec, gathered from every rank.
-void check_same_model(dist::Communicator& comm, const nn::Model& model) {
-  double mine[2] = {static_cast<double>(model.num_params()),
-                    static_cast<double>(std::hash<std::string>{}(model.spec()) % (1ull << 52))};
-  Tensor all(Shape{2 * static_cast<int64_t>(comm.size())}, DType::F64);
-  comm.allgather(Tensor::borrow(mine, Shape{2}, DType::F64), all);
-  for (int r = 0; r < comm.size(); ++r)
-    if (all.data<double>()[2 * r] != mine[0] || all.data<double>()[2 * r + 1] != mine[1])
-      throw UserError("rank " + std::to_string(r) + " built a different model than rank " +
-                      std::to_string(comm.rank()) +
-                      " (parameter count or spec differ): check that all ranks get "
-                      "the same configuration and data file");
-}
-
-}  // namespace
 
 Trainer::Trainer(const Config& cfg, dist::Context& ctx)
     : cfg_(cfg),
@@ -162,6 +166,18 @@ void Trainer::start_loaders() {
   const data::LoaderOptions options{cfg_.data.workers, cfg_.data.prefetch,
                                     BatchUpload::host_allocator(device_)};
   train_loader_ = std::make_unique<data::Loader>(*data_.train, micro_batch_, options);
+  const data::Augment augment = data::parse_augment(cfg_.data.augment);
+  if (augment.any()) {
+    const data::SplitInfo& info = data_.train->info();
+    data::check_augment(augment, info.sample_shape, "data file '" + cfg_.data.path + "': /train");
+    // The padding is what a raw 0 becomes (uint8 data are normalised while gathered).
+    const float pad = info.x_dtype == DType::U8 ? static_cast<float>(-info.mean / info.std) : 0.0f;
+    const int64_t accum = cfg_.train.accum_steps;
+    train_loader_->set_transform([this, augment, pad, accum](int64_t item, const int64_t* idx, int64_t n,
+                                                              const Tensor& x) {
+      data::augment_batch(augment, x, idx, n, cfg_.train.seed, item / accum / steps_per_epoch_, pad);
+    });
+  }
   if (data_.val) val_loader_ = std::make_unique<data::Loader>(*data_.val, micro_batch_, options);
 }
 
@@ -170,9 +186,15 @@ void Trainer::open_run_dir() {
     std::filesystem::create_directories(cfg_.run_dir);
     std::ofstream(cfg_.run_dir + "/config.ini") << to_ini(cfg_);
     metrics_ = MetricsLog(cfg_.run_dir + "/metrics.jsonl");
+    if (cfg_.ckpt.async) writer_ = std::make_unique<ckpt::AsyncWriter>();
   }
   progress_ =
       std::make_unique<Progress>(cfg_.log.progress, total_steps_, step_, ctx_.is_root(), ctx_.world());
+  // Where this rank's collective flight record goes when a collective times out or on SIGUSR2.
+  char host[256] = "";
+  gethostname(host, sizeof host);
+  ctx_.heartbeat().flight().set_path(cfg_.run_dir + "/flight-" + std::to_string(ctx_.rank()) + ".json",
+                                     ctx_.rank(), host);
   // Until the first save is timed: parameters twice (flat and per tensor) and
   // the optimizer state at a modest 200 MB/s, plus a quarter second for fsync.
   const double state_bytes =

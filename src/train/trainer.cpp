@@ -15,6 +15,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "core/fault.h"
+#include "train/evaluation.h"
 
 namespace hpc::train {
 
@@ -52,9 +53,21 @@ void Trainer::print_header() {
   std::printf("data: %s: %s", cfg_.data.path.c_str(), data_.train->describe().c_str());
   if (data_.val)
     std::printf(", %lld validation %s", static_cast<long long>(data_.val->info().size), task().sample_word());
+  const data::SplitInfo& ti = data_.train->info();
+  if (!ti.missing_classes.empty()) {  // e.g. labels 0–2, 4–10: class 3 never occurs, yet has an output
+    std::string list;
+    for (size_t i = 0; i < ti.missing_classes.size() && i < 20; ++i)
+      list += (i ? ", " : "") + std::to_string(ti.missing_classes[i]);
+    if (ti.missing_classes.size() > 20) list += ", …";
+    std::printf("\nwarning: /train/y has no sample of class%s %s of its %lld classes (num_classes = %s); "
+                "training goes on",
+                ti.missing_classes.size() > 1 ? "es" : "", list.c_str(), static_cast<long long>(ti.num_classes),
+                ti.num_classes_source.c_str());
+  }
   std::printf("\nloader: %d worker thread(s), %d batches ahead, %s host buffers, %s", cfg_.data.workers,
               cfg_.data.prefetch, train_loader_->allocator_name(),
               data_.train->mapped() ? "data memory-mapped" : "data read with H5Dread");
+  if (!cfg_.data.augment.empty()) std::printf(", augment: %s", cfg_.data.augment.c_str());
   const std::string advice = data::mmap_advice({data_.train.get(), data_.val.get()});
   if (!advice.empty()) std::printf("\n%s", advice.c_str());
   std::printf("\nmodel: %s\n%s", model_->spec().c_str(), model_->summary().c_str());
@@ -243,35 +256,20 @@ void Trainer::log_step(int64_t epoch, const StepTimes& t, double window_s) {
 }
 
 EvalResult Trainer::evaluate() {
-  EvalResult res;
-  if (!data_.val) return res;
+  if (!data_.val) return EvalResult();
+  // The pass `hpctrain eval` runs too (evaluation.h): the same bits on any number of ranks.
+  EvalInputs in;
+  in.split = data_.val.get();
+  in.model = model_.get();
+  in.loss = loss_.get();
+  in.upload = upload_.get();
+  in.loader = val_loader_.get();
+  in.comm = &comm_;
+  in.rows = micro_batch_;
+  in.seed = cfg_.train.seed;
   const data::SplitInfo& info = data_.val->info();
-  // The plan owns the sampler: the loader's threads may outlive an exception thrown here.
-  auto sampler = std::make_shared<data::DistributedSampler>(info.size, micro_batch_, ctx_.world(),
-                                                            ctx_.rank(), 0, false, data::PadMode::Mask);
-  val_loader_->start(0, sampler->batches_per_epoch(),
-                     [sampler](int64_t b, int64_t* out) { return sampler->indices(0, b, out); });
-  nn::RunCtx rc;
-  rc.training = false;
-  rc.seed = cfg_.train.seed;
-  double sums[4] = {0, 0, 0, 0};  // loss, count, correct1, correct5
-  for (int64_t b = 0; b < sampler->batches_per_epoch(); ++b) {
-    const data::Batch& batch = val_loader_->next();
-    const auto [x, y] = (*upload_)(batch);
-    const Tensor& logits = model_->forward(x, rc);
-    nn::LossStats s = loss_->forward_backward(logits, y, batch.valid, 1.0, Tensor());
-    sums[0] += s.loss_sum;
-    sums[1] += static_cast<double>(s.count);
-    sums[2] += static_cast<double>(s.correct1);
-    sums[3] += static_cast<double>(s.correct5);
-  }
-  val_loader_->stop();  // joins the (finished) workers
-  comm_.allreduce(Tensor::borrow(sums, Shape{4}, DType::F64), dist::ReduceOp::Sum);
-  res.count = static_cast<int64_t>(sums[1]);
-  res.loss = sums[0] / std::max(1.0, sums[1]);
-  res.acc = sums[2] / std::max(1.0, sums[1]);
-  if (info.classification && info.num_classes >= 10) res.top5 = sums[3] / std::max(1.0, sums[1]);
-  return res;
+  in.top5 = info.classification && info.num_classes >= 10;
+  return evaluate_split(in);
 }
 
 EvalResult Trainer::run() {
@@ -308,7 +306,9 @@ EvalResult Trainer::run() {
   if (exit_code_ == EXIT_OK) {
     // Resumed from a finished run: nothing to train, but the final evaluation is still the answer.
     if (data_.val && last.count == 0) last = evaluate();
-    if (step_ != last_ckpt_step_ && !save_checkpoint("end of training") && exit_code_ == EXIT_OK)
+    settle_writes();  // a background write still in flight ends first (and may have found the disk full)
+    if (exit_code_ == EXIT_OK && step_ != last_ckpt_step_ && !save_checkpoint("end of training", true) &&
+        exit_code_ == EXIT_OK)
       exit_code_ = EXIT_BAD_INPUT;  // (a full disk has set EXIT_IO)
   }
   progress_->done();

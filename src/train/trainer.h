@@ -26,6 +26,7 @@
 #include <optional>
 #include <string>
 
+#include "ckpt/async_writer.h"
 #include "ckpt/model_state.h"
 #include "config/config.h"
 #include "data/loader.h"
@@ -101,7 +102,18 @@ class Trainer {
   bool checkpoint_or_stop();
   // Every rank takes part (window sums are gathered); rank 0 writes. Returns
   // false, on every rank, when the write failed (rank 0 says why).
-  bool save_checkpoint(const std::string& why);
+  // With ckpt.async (and wait false) rank 0 only takes the snapshot here and
+  // the write runs in the background; its outcome is reported at a later
+  // step boundary (collect_write). wait: write now (stops, end of training).
+  bool save_checkpoint(const std::string& why, bool wait = false);
+  // Rank 0: reports the background write if it finished (or, block, once it
+  // has); returns EXIT_IO when it found the disk full, else 0.
+  int collect_write(bool block);
+  // Every rank: waits for the write in flight and agrees on its outcome (a
+  // full disk sets exit_code_; a failed write of last_ckpt_step_ unsets it).
+  void settle_writes();
+  // Rank 0: the log line (or error) of a finished write; EXIT_IO on a full disk.
+  int report_write(const ckpt::WriteResult& r, bool background);
   void print_checkpoint_policy();
 
   // The communicator that reaches t: the device one (NCCL) for GPU tensors, else comm_.
@@ -150,6 +162,9 @@ class Trainer {
   Deadline deadline_;
   std::optional<ckpt::Resume> resume_;  // rank 0, between the two resume phases
   int64_t last_ckpt_step_ = -1;
+  std::unique_ptr<ckpt::AsyncWriter> writer_;  // rank 0 with ckpt.async
+  int64_t last_failed_write_ = -1;             // rank 0: the step of the latest failed write
+  double last_write_seconds_ = 0;              // rank 0: the latest write's duration (deadline estimate)
   std::chrono::steady_clock::time_point last_ckpt_time_, last_boundary_;
   int exit_code_ = 0;
 };

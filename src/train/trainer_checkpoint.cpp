@@ -193,13 +193,22 @@ bool Trainer::checkpoint_or_stop() {
   const int signo = signals_.received();
   const double minutes = cfg_.ckpt.every_minutes;
   const double rank = ctx_.rank();
-  double vote[6] = {signo == SIGUSR1 ? 1.0 : 0.0,
+  // Rank 0's background write, if it finished since the last boundary: its failure joins the vote.
+  const int write_failed = writer_ ? collect_write(false) : 0;
+  double vote[8] = {signo == SIGUSR1 ? 1.0 : 0.0,
                     signo == SIGUSR1 ? rank : 0.0,
                     signo == SIGTERM ? 1.0 : 0.0,
                     signo == SIGTERM ? rank : 0.0,
                     deadline_.next_would_pass(next_has_eval, now) ? 1.0 : 0.0,
-                    minutes > 0 && seconds_between(last_ckpt_time_, now) >= 60 * minutes ? 1.0 : 0.0};
-  ctx_.host_comm().allreduce(Tensor::borrow(vote, Shape{6}, DType::F64), dist::ReduceOp::Sum);
+                    minutes > 0 && seconds_between(last_ckpt_time_, now) >= 60 * minutes ? 1.0 : 0.0,
+                    static_cast<double>(write_failed),
+                    ctx_.is_root() && writer_ ? last_write_seconds_ : 0.0};
+  ctx_.host_comm().allreduce(Tensor::borrow(vote, Shape{8}, DType::F64), dist::ReduceOp::Sum);
+  if (vote[7] > 0) deadline_.set_save_seconds(vote[7]);
+  if (vote[6] > 0) {  // a background write found the disk full: rank 0 said so; stop with the last one intact
+    exit_code_ = EXIT_IO;
+    return true;
+  }
 
   // A stop at the last step is just the end of training (exit 0, final checkpoint).
   if ((vote[0] > 0 || vote[2] > 0 || vote[4] > 0) && step_ < total_steps_) {
@@ -218,7 +227,9 @@ bool Trainer::checkpoint_or_stop() {
       why = "deadline: " + deadline_.source() + left;
     }
     if (ctx_.is_root()) progress_->line("stop requested (" + why + ") after step " + std::to_string(step_));
-    const bool saved = step_ == last_ckpt_step_ || save_checkpoint(why);
+    settle_writes();  // the write in flight completes first; then this step's own, if it has none
+    const bool saved =
+        exit_code_ != EXIT_IO && (step_ == last_ckpt_step_ || save_checkpoint(why, /*wait=*/true));
     if (ctx_.is_root())
       progress_->line(
           saved ? "stopped after step " + std::to_string(step_) + " on all " + std::to_string(ctx_.world()) +
@@ -235,7 +246,7 @@ bool Trainer::checkpoint_or_stop() {
   return exit_code_ != EXIT_OK;   // a periodic save that hit a full disk stops the run (EXIT_IO)
 }
 
-bool Trainer::save_checkpoint(const std::string& why) {
+bool Trainer::save_checkpoint(const std::string& why, bool wait) {
   const Clock::time_point t0 = Clock::now();
   const int world = ctx_.world();
   // Every rank's open logging window, and its step: they must all be equal here.
@@ -253,10 +264,14 @@ bool Trainer::save_checkpoint(const std::string& why) {
       full_state.emplace_back(name, sharding_->gather_to_root(t, ctx_.host_comm()));
   }
 
-  double status[3] = {1, 0, 0};  // written, seconds, the exit code of a failure that must stop the run
+  const bool background = writer_ && !wait;
+  double status[3] = {1, 0, 0};  // taken/written, seconds, the exit code of a failure that must stop the run
   if (ctx_.is_root()) {
+    // At most one write in flight: the previous one finishes (and is reported) before this snapshot.
+    if (const int failed = collect_write(true)) status[0] = 0, status[2] = failed;
     const double* g = all.data<double>();
-    ckpt::Checkpoint c;
+    ckpt::WriteJob job;
+    ckpt::Checkpoint& c = job.checkpoint;
     for (int r = 0; r < world; ++r) {
       HPC_ASSERT(g[5 * r + 4] == static_cast<double>(step_), "ranks are at different steps at a checkpoint");
       c.log_window.push_back({g[5 * r], g[5 * r + 1], g[5 * r + 2], g[5 * r + 3]});
@@ -278,6 +293,7 @@ bool Trainer::save_checkpoint(const std::string& why) {
     c.config_ini = to_ini(cfg_);
     c.hpctrain_version = std::string(HPCTRAIN_VERSION) + " (" + HPCTRAIN_COMMIT + ")";
     c.created_unix = static_cast<int64_t>(std::time(nullptr));
+    // The host snapshot: deep copies of parameters, buffers and optimizer state (model_state.h).
     if (sharding_->active())
       ckpt::capture(full_params, *model_, full_state, optimizer_->steps_taken(), c);
     else
@@ -287,35 +303,22 @@ bool Trainer::save_checkpoint(const std::string& why) {
       c.loss_scaling = ckpt::LossScaling{l.scale, l.good_steps, l.skipped_steps, l.consecutive_skips};
     }
     c.optimizer = name_of(cfg_.optim.name);
-    const std::string path = ckpt::checkpoint_path(cfg_.run_dir, step_);
-    try {
-      ckpt::write_checkpoint(path, c);
-      for (const std::string& line : ckpt::prune(cfg_.run_dir, step_, cfg_.ckpt.keep))
-        progress_->line("checkpoint: " + line);
+    job.path = ckpt::checkpoint_path(cfg_.run_dir, step_);
+    job.dir = cfg_.run_dir;
+    job.why = why;
+    job.step = step_;
+    job.keep = cfg_.ckpt.keep;
+    if (status[0] == 0) {
+      // The previous write found the disk full: this one is not started.
+    } else if (background) {
+      writer_->start(std::move(job));
       status[1] = seconds_between(t0, Clock::now());
-      std::error_code ec;
-      const double bytes = static_cast<double>(std::filesystem::file_size(path, ec));
-      char took[32];
-      std::snprintf(took, sizeof took, "%.2f s", status[1]);
-      progress_->line("checkpoint: " + path + " (step " + std::to_string(step_) + ", " + why + ", " +
-                      format_bytes(bytes) + ", " + took + ")");
-    } catch (const IoError& e) {
-      // Disk full or over quota: every later save would fail too, and training on would only
-      // lose more work. Stop now, all ranks together, with the previous checkpoint intact.
-      status[0] = 0;
-      status[2] = EXIT_IO;
-      std::string prev = "no earlier checkpoint";
-      for (const ckpt::StoredCheckpoint& k : ckpt::list_checkpoints(cfg_.run_dir))  // newest first
-        if (k.step < step_) {
-          prev = "the last one, " + k.path + ", is intact";
-          break;
-        }
-      std::fprintf(stderr, "hpctrain: error%s: %s; stopping after step %" PRId64 " (%s)\n",
-                   world > 1 ? " on rank 0" : "", e.what(), step_, prev.c_str());
-    } catch (const std::exception& e) {
-      status[0] = 0;
-      std::fprintf(stderr, "hpctrain: warning: the checkpoint at step %" PRId64 " was not written: %s\n",
-                   step_, e.what());
+    } else {
+      const ckpt::WriteResult r = ckpt::run_write_job(job);
+      const int failed = report_write(r, false);
+      status[0] = r.ok ? 1 : 0;
+      status[1] = seconds_between(t0, Clock::now());
+      status[2] = failed;
     }
   }
   ctx_.host_comm().broadcast(Tensor::borrow(status, Shape{3}, DType::F64), 0);
@@ -323,8 +326,64 @@ bool Trainer::save_checkpoint(const std::string& why) {
   if (status[0] == 0) return false;
   last_ckpt_step_ = step_;
   last_ckpt_time_ = Clock::now();
-  deadline_.set_save_seconds(status[1]);
+  if (!background) deadline_.set_save_seconds(status[1]);
   return true;
+}
+
+int Trainer::report_write(const ckpt::WriteResult& r, bool background) {
+  if (r.ok) {
+    last_write_seconds_ = r.seconds;
+    for (const std::string& line : r.prune_lines) progress_->line("checkpoint: " + line);
+    char took[64];
+    std::snprintf(took, sizeof took, background ? "%.2f s in the background" : "%.2f s", r.seconds);
+    progress_->line("checkpoint: " + r.path + " (step " + std::to_string(r.step) + ", " + r.why + ", " +
+                    format_bytes(r.bytes) + ", " + took + ")");
+    return 0;
+  }
+  last_failed_write_ = r.step;
+  if (r.disk_full) {
+    // Disk full or over quota: every later save would fail too, and training on would only
+    // lose more work. Stop now, all ranks together, with the previous checkpoint intact.
+    std::string prev = "no earlier checkpoint";
+    for (const ckpt::StoredCheckpoint& k : ckpt::list_checkpoints(cfg_.run_dir))  // newest first
+      if (k.step < r.step) {
+        prev = "the last one, " + k.path + ", is intact";
+        break;
+      }
+    std::fprintf(stderr, "hpctrain: error%s: %s; stopping after step %" PRId64 " (%s)\n",
+                 ctx_.world() > 1 ? " on rank 0" : "", r.error.c_str(), step_, prev.c_str());
+    return EXIT_IO;
+  }
+  std::fprintf(stderr, "hpctrain: warning: the checkpoint at step %" PRId64 " was not written: %s\n", r.step,
+               r.error.c_str());
+  return 0;
+}
+
+int Trainer::collect_write(bool block) {
+  if (!writer_) return 0;
+  std::optional<ckpt::WriteResult> r = writer_->poll();
+  if (!r && block && writer_->in_flight()) {
+    const int64_t pending = writer_->in_flight_step();
+    const Clock::time_point w0 = Clock::now();
+    r = writer_->wait();
+    char waited[96];
+    std::snprintf(waited, sizeof waited, "checkpoint: waited %.2f s for the step-%" PRId64 " write in flight",
+                  seconds_between(w0, Clock::now()), pending);
+    progress_->line(waited);
+  }
+  return r ? report_write(*r, true) : 0;
+}
+
+void Trainer::settle_writes() {
+  double info[2] = {0, -1};  // EXIT_IO when the disk was full, the latest failed write's step
+  if (ctx_.is_root() && writer_) {
+    info[0] = collect_write(true);
+    info[1] = static_cast<double>(last_failed_write_);
+  }
+  if (!cfg_.ckpt.async) return;  // no writer anywhere: nothing to agree on (the same on every rank)
+  ctx_.host_comm().broadcast(Tensor::borrow(info, Shape{2}, DType::F64), 0);
+  if (info[0] != 0) exit_code_ = static_cast<int>(info[0]);
+  if (static_cast<int64_t>(info[1]) == last_ckpt_step_) last_ckpt_step_ = -1;  // that snapshot never reached disk
 }
 
 }  // namespace hpc::train

@@ -35,8 +35,13 @@
 #   MNIST sample need no copying, and the test can find and stop every process.
 #   Except /tmp: each node has its own (DIR/tmp-node-X), as real nodes do;
 #   Slurm's PMIx plugin makes /tmp/spmix_appdir_<uid>_<job>.<step> on every
-#   node, which would collide on a shared /tmp. So DIR, and the run
-#   directories of jobs, must not be under /tmp.
+#   node, which would collide on a shared /tmp. What the cluster shares must
+#   still be seen by every node wherever it lies, since users clone under
+#   /tmp: the top-level /tmp entries that hold the checkout, DIR and the
+#   paths in CLUSTER_SHARED (space-separated) are bind-mounted from the
+#   host's /tmp into each node's own (cluster_shared_tmp_names). Only a
+#   checkout or DIR that is /tmp itself cannot be shared, and
+#   cluster_check_available says so.
 # - Delay: `tc qdisc … netem` where the kernel has it; otherwise the sender's
 #   packets for its peer are routed into a TUN device and tests/cluster/linkdelay
 #   (built on first use) hands them to the peer's namespace DELAY later:
@@ -70,6 +75,8 @@ cluster_check_available() {
   fi
   ip netns del "$probe"
   unshare --uts true 2>/dev/null || { echo "cannot create a UTS namespace (unshare --uts)"; return 1; }
+  [ "$(realpath -m "$CLUSTER_HERE/../..")" != /tmp ] ||
+    { echo "the checkout is /tmp itself, which each test node replaces with its own /tmp: clone into a folder"; return 1; }
   return 0
 }
 
@@ -80,10 +87,32 @@ on_node() {  # on_node a|b CMD…
   # nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup file
   # system slurmd looks for. A private mount namespace carries the hosts file
   # and the node's own /tmp.
-  mkdir -p "$CLUSTER_DIR/tmp-$node"
-  nsenter --net="/run/netns/$ns" unshare --uts --mount /bin/sh -c \
-    'mount --bind "$1" /etc/hosts && mount --bind "$2" /tmp && hostname "$0" && shift 2 && exec "$@"' \
-    "$node" "$CLUSTER_DIR/hosts" "$CLUSTER_DIR/tmp-$node" "$@"
+  # The host's /tmp is bound into the node's /tmp first (.host-tmp), so that
+  # the shared entries can be bound back to their own paths once the node's
+  # /tmp covers the host's; then .host-tmp is detached again.
+  local tmp=$CLUSTER_DIR/tmp-$node
+  mkdir -p "$tmp/.host-tmp"
+  nsenter --net="/run/netns/$ns" unshare --uts --mount /bin/sh -c '
+    node=$1 hosts=$2 tmp=$3 shared=$4
+    shift 4
+    mount --bind "$hosts" /etc/hosts && mount --bind /tmp "$tmp/.host-tmp" && mount --rbind "$tmp" /tmp || exit 1
+    for name in $shared; do
+      mkdir -p "/tmp/$name" && mount --bind "/tmp/.host-tmp/$name" "/tmp/$name" || exit 1
+    done
+    umount -l /tmp/.host-tmp && hostname "$node" && exec "$@"' \
+    sh "$node" "$CLUSTER_DIR/hosts" "$tmp" "$(cluster_shared_tmp_names)" "$@"
+}
+
+# The top-level names in /tmp under which the checkout, the cluster's DIR and
+# CLUSTER_SHARED lie (one per line; none when nothing is under /tmp).
+cluster_shared_tmp_names() {
+  local p rel
+  for p in "$CLUSTER_HERE/../.." ${CLUSTER_DIR:+"$CLUSTER_DIR"} ${CLUSTER_SHARED:-}; do
+    p=$(realpath -m "$p")
+    case "$p/" in
+      /tmp/?*) rel=${p#/tmp/} && echo "${rel%%/*}" ;;
+    esac
+  done | sort -u
 }
 
 # The Slurm clients talk to slurmctld in node-a's namespace: the host has no route to it.
@@ -111,9 +140,8 @@ cluster_pick_subnet() {
 cluster_start() {
   CLUSTER_DIR=$1
   local d=$CLUSTER_DIR id=$$ base mem
-  case "$(realpath -m "$d")/" in
-    /tmp/*) echo "cluster_start: $d is under /tmp, which each node replaces with its own" >&2; return 1 ;;
-  esac
+  [ "$(realpath -m "$d")" != /tmp ] ||
+    { echo "cluster_start: $d is /tmp itself, which each node replaces with its own" >&2; return 1; }
   mkdir -p "$d/state" "$d/munge"
   chmod 700 "$d/munge"
   CLUSTER_NS_A="hpct-$id-a" CLUSTER_NS_B="hpct-$id-b"
@@ -293,7 +321,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   set -euo pipefail
   case "${1:-}" in
     start)
-      [ -n "${2:-}" ] || { echo "usage: $0 start DIR (not under /tmp)" >&2; exit 2; }
+      [ -n "${2:-}" ] || { echo "usage: $0 start DIR" >&2; exit 2; }
       why=$(cluster_check_available) || { echo "cannot build the test cluster: $why" >&2; exit 1; }
       mkdir -p "$2"
       dir=$(cd "$2" && pwd)

@@ -13,7 +13,7 @@ for n in 1 2; do
   run_mpi $n "$BUILD/hpctrain" "${args[@]}" --run.dir "$TMP/b$n" > "$TMP/b$n.log" 2>&1 || { cat "$TMP/b$n.log"; fail "run b$n"; }
   [ "$(losses "$TMP/a$n" | wc -l)" -ge 8 ] || fail "too few loss records"
   diff <(losses "$TMP/a$n") <(losses "$TMP/b$n") || fail "$n rank(s): same seed gave different losses"
-  pass "$n rank(s): identical losses for the same seed"
+  pass "$n rank(s): identical losses for the same seed (convolutions: $(grep -m1 -oP '^  oneDNN: +\K.*' "$TMP/a$n.log" || echo '?'))"
 done
 run_mpi 1 "$BUILD/hpctrain" "${args[@]}" --train.seed 7 --run.dir "$TMP/c1" > "$TMP/c1.log" 2>&1 || fail "run c1"
 diff -q <(losses "$TMP/a1") <(losses "$TMP/c1") >/dev/null && fail "another seed gave the same losses"

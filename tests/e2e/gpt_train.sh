@@ -25,7 +25,7 @@ losses() { grep -oP '"loss": \K[^,]*' "$1/metrics.jsonl"; }
 export OMP_NUM_THREADS=1
 
 # ---- 1. overfit
-run_mpi 1 "$hp" --data.path "$TMP/bsd.h5" --model.preset gpt-tiny --optim.name adamw --optim.lr 3e-3 \
+run_mpi 1 "$hp" --data.path "$TMP/bsd.h5" --model.preset gpt-tiny --optim.name adamw --optim.lr 3e-3 --optim.schedule constant \
   --train.batch_size 8 --train.steps 300 --data.drop_last false --log.every 50 --log.progress plain \
   --run.dir "$TMP/fit" > "$TMP/fit.log" 2>&1 || { cat "$TMP/fit.log"; fail "training gpt-tiny"; }
 grep -q "tokens/s" "$TMP/fit.log" || fail "the step table does not report tokens/s"

@@ -13,7 +13,7 @@
 source "$(dirname "$0")/lib.bash"
 source "$ROOT/tests/cluster/netns-cluster.bash"
 why=$(cluster_check_available) || skip "$why"
-WORK=$(mktemp -d "$BUILD/multinode-doctor.XXXXXX")  # not under /tmp: each node has its own /tmp
+WORK=$(mktemp -d "$BUILD/multinode-doctor.XXXXXX")  # seen by both nodes, under /tmp too (netns-cluster.bash)
 trap 'cluster_stop; rm -rf "$WORK" "$TMP"' EXIT
 trap 'exit 1' INT TERM
 cluster_start "$WORK/cluster" || fail "the test cluster did not start"

@@ -22,6 +22,7 @@
 #include <fstream>
 #include <string>
 
+#include "ckpt/async_writer.h"
 #include "ckpt/checkpoint.h"
 #include "core/error.h"
 #include "core/fault.h"
@@ -276,4 +277,43 @@ TEST_F(Faults, MetricsOnAFullDiskWarnOnceAndKeepWholeLines) {
     steps += line.substr(line.find(':') + 2, 1);
   }
   EXPECT_EQ(steps, "1256");
+}
+
+// The background writer (ckpt.async): the same file as a synchronous write,
+// its faults fire at the step it saves (FaultStepScope) while the trainer's
+// step has moved on, and a full disk comes back as a result, not a throw.
+TEST_F(Faults, AsyncWriterWritesTheSameFileAndReportsAFullDisk) {
+  TempDir dir;
+  ckpt::AsyncWriter writer;
+  EXPECT_FALSE(writer.poll().has_value());
+  EXPECT_FALSE(writer.wait().has_value());
+  ckpt::WriteJob job{dir.file("ckpt-00000010.h5"), dir.path(), "every 10 steps", 10, 2, small_checkpoint(10)};
+  writer.start(std::move(job));
+  EXPECT_TRUE(writer.in_flight());
+  EXPECT_EQ(writer.in_flight_step(), 10);
+  std::optional<ckpt::WriteResult> r = writer.wait();
+  ASSERT_TRUE(r.has_value());
+  EXPECT_TRUE(r->ok) << r->error;
+  EXPECT_EQ(r->step, 10);
+  EXPECT_GT(r->bytes, 0);
+  EXPECT_FALSE(writer.in_flight());
+  EXPECT_EQ(ckpt::read_checkpoint(dir.file("ckpt-00000010.h5")).params.data<float>()[1], 10.5f);
+
+  // One-shot and persistent faults match the saved step (20), not the trainer's (23).
+  install("enospc@ckpt_rename:0:20,exit@ckpt_write:0:23", 0);
+  set_fault_step(23);
+  writer.start({dir.file("ckpt-00000020.h5"), dir.path(), "every 10 steps", 20, 2, small_checkpoint(20)});
+  for (int i = 0; i < 1000 && !(r = writer.poll()); ++i) usleep(2000);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_FALSE(r->ok);
+  EXPECT_TRUE(r->disk_full);
+  EXPECT_EQ(r->error, "cannot write checkpoint " + dir.file("ckpt-00000020.h5") + ": no space left on device (ENOSPC)");
+  EXPECT_EQ(count_tmp_files(dir.path()), 0);
+  EXPECT_FALSE(fs::exists(dir.file("ckpt-00000020.h5")));
+  {
+    FaultStepScope at(20);
+    EXPECT_EQ(fault_at(FaultPoint::CkptRename), ENOSPC);
+  }
+  set_fault_step(19);
+  EXPECT_EQ(fault_at(FaultPoint::CkptRename), 0);  // the scope is gone: the trainer's step again
 }

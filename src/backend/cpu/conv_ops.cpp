@@ -1,7 +1,8 @@
 // CPU convolution: the pieces of the lowering (nn/layers/conv_lowering.h) on
 // the CPU — im2col / col2im and the [a, b] ↔ [b, a] swap that turns a
-// batched GEMM result into NCHW — and the library convolution ops, which this
-// build does not have (conv2d_supported is false, so the layer lowers).
+// batched GEMM result into NCHW — and the library convolution ops: oneDNN
+// (cpu/onednn.h) where the build has it, else conv2d_supported is false and
+// the layer lowers.
 //
 // The common case, stride 1 with "same" padding (3×3 pad 1, 1×1 pad 0), has
 // a fast path: a kernel tap (ki, kj) shifts the whole image by a constant
@@ -16,6 +17,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "backend/cpu/onednn.h"
 #include "backend/dispatch.h"
 #include "backend/ops_impl.h"
 
@@ -195,19 +197,19 @@ void swap_leading_dims(const Tensor& src, const Tensor& dst, int64_t a, int64_t 
   });
 }
 
-// ---- the library convolution ops -------------------------------------------------
+// ---- the library convolution ops: oneDNN where the build has it (cpu/onednn.h) ----
 
-bool conv2d_supported(const Tensor&, const Tensor&, const Tensor&, const kernels::ConvShape&) {
-  return false;
+bool conv2d_supported(const Tensor& x, const Tensor& weight, const Tensor& y, const kernels::ConvShape&) {
+  return onednn::takes(x, weight, y);
 }
 
-void conv2d_forward(const Tensor&, const Tensor&, const kernels::ConvShape&, const Tensor&) {
-  throw Error(EXIT_INTERNAL, "conv2d_forward: no convolution library in this CPU build (the layer lowers)");
+void conv2d_forward(const Tensor& x, const Tensor& weight, const kernels::ConvShape& g, const Tensor& y) {
+  onednn::convolve(x, weight, g, y);
 }
 
-void conv2d_backward(const Tensor&, const Tensor&, const Tensor&, const kernels::ConvShape&, const Tensor&,
-                     const Tensor&) {
-  throw Error(EXIT_INTERNAL, "conv2d_backward: no convolution library in this CPU build (the layer lowers)");
+void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const kernels::ConvShape& g,
+                     const Tensor& dweight, const Tensor& dx) {
+  onednn::convolve_backward(x, weight, dy, g, dweight, dx);
 }
 
 }  // namespace hpc::backend::cpu

@@ -1,4 +1,5 @@
-// CPU core ops (ops.def): OpenBLAS for GEMM, plain loops (auto-vectorised at -O3) for
+// CPU core ops (ops.def): OpenBLAS for GEMM (oneDNN's matmul for the float32
+// shapes where it measured faster: cpu/onednn.h), plain loops (auto-vectorised at -O3) for
 // the rest. Reductions accumulate in double so that a global gradient norm
 // does not depend on the summation order more than it must.
 #include <cblas.h>
@@ -6,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/onednn.h"
 #include "backend/dispatch.h"
 #include "backend/ops_impl.h"
 
@@ -27,7 +29,9 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
   const auto op_a = ta ? CblasTrans : CblasNoTrans;
   const auto op_b = tb ? CblasTrans : CblasNoTrans;
   const int lda = static_cast<int>(ta ? m : k), ldb = static_cast<int>(tb ? k : n), ldc = static_cast<int>(n);
-  if (c.dtype() == DType::F32)
+  if (c.dtype() == DType::F32 && onednn::matmul_wins(m, n, k))
+    onednn::matmul(ta, tb, m, n, k, float(alpha), a.data<float>(), b.data<float>(), float(beta), c.data<float>());
+  else if (c.dtype() == DType::F32)
     cblas_sgemm(CblasRowMajor, op_a, op_b, int(m), int(n), int(k), float(alpha), a.data<float>(), lda,
                 b.data<float>(), ldb, float(beta), c.data<float>(), ldc);
   else if (c.dtype() == DType::F64)

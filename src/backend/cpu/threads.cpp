@@ -13,12 +13,18 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "backend/cpu/onednn.h"
+
 namespace hpc::backend::cpu {
 
+// oneDNN's OpenMP threads follow OpenBLAS's count: the same cores, and a fixed count keeps
+// oneDNN's convolutions bitwise reproducible.
 int configure_threads(int ranks_on_node) {
   for (const char* name : {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"})
-    if (const char* v = std::getenv(name); v && std::atoi(v) > 0)
+    if (const char* v = std::getenv(name); v && std::atoi(v) > 0) {
+      onednn::set_threads(std::atoi(v));
       return std::atoi(v);  // OpenBLAS read it already
+    }
   int threads = 0;
   if (const char* v = std::getenv("SLURM_CPUS_PER_TASK")) threads = std::atoi(v);
   if (threads <= 0) {
@@ -27,6 +33,7 @@ int configure_threads(int ranks_on_node) {
     threads = std::max(1, cores / std::max(1, ranks_on_node));
   }
   openblas_set_num_threads(threads);
+  onednn::set_threads(threads);
   return threads;
 }
 

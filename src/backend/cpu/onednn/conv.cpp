@@ -1,0 +1,215 @@
+// oneDNN convolutions (see onednn.h).
+//
+// One Plan per (batch, geometry, out channels): the forward, backward-data
+// and backward-weights primitives, created once with format_tag::any so that
+// oneDNN picks its blocked layouts (nChw16c on AVX-512), the reorders between
+// hpctrain's plain NCHW / OIHW tensors and those layouts, and the buffers the
+// blocked copies live in. Steady-state steps create and allocate nothing.
+// The backward-weights primitive writes its gradient into a buffer, which is
+// then added to the flat gradient buffer: parameter gradients accumulate.
+//
+// Determinism: oneDNN's direct convolutions run a fixed schedule for a fixed
+// shape, ISA and thread count (no atomics in the f32 paths hpctrain uses), so
+// a run repeats bit for bit; tests/e2e/determinism.sh and
+// test_onednn_conv check it. algorithm::convolution_direct, not _auto:
+// Winograd would change the arithmetic with the shape.
+#include <omp.h>
+
+#include <dnnl.hpp>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "backend/cpu/onednn.h"
+#include "core/error.h"
+
+namespace hpc::backend::cpu::onednn {
+
+namespace {
+
+using dnnl::memory;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// A plain tensor in a blocked layout: the reorder(s) and the buffer, or nothing when the layouts agree.
+struct Staged {
+  memory::desc plain, inner;
+  bool needed = false;
+  std::unique_ptr<memory> buffer;
+  dnnl::reorder to_inner, to_plain;
+
+  Staged() = default;
+  Staged(const memory::desc& plain_md, const memory::desc& inner_md, bool in, bool out)
+      : plain(plain_md), inner(inner_md), needed(plain_md != inner_md) {
+    if (!needed) return;
+    buffer = std::make_unique<memory>(inner, engine());
+    if (in) to_inner = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plain, engine(), inner));
+    if (out) to_plain = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), inner, engine(), plain));
+  }
+  // The memory the primitive reads: `data` itself, or it in the blocked layout.
+  memory in(dnnl::stream& s, void* data) {
+    memory user(plain, engine(), data);
+    if (!needed) return user;
+    to_inner.execute(s, user, *buffer);
+    return *buffer;
+  }
+  // The memory the primitive writes; finish() moves it to `data`.
+  memory out(void* data) { return needed ? *buffer : memory(plain, engine(), data); }
+  void finish(dnnl::stream& s, void* data) {
+    if (!needed) return;
+    memory user(plain, engine(), data);
+    to_plain.execute(s, *buffer, user);
+  }
+};
+
+struct Plan {
+  dnnl::convolution_forward fwd;
+  dnnl::convolution_backward_data bwd_data;
+  dnnl::convolution_backward_weights bwd_weights;
+  Staged f_src, f_wei, f_dst;                      // forward
+  Staged d_ddst, d_wei, d_dsrc;                    // backward data
+  Staged w_src, w_ddst, w_dwei;                    // backward weights
+  std::unique_ptr<memory> dweight_plain;           // the weight gradient before it is added
+  int64_t weight_count = 0;
+};
+
+using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+
+Plan make_plan(int64_t batch, const kernels::ConvShape& g, int64_t oc) {
+  const memory::dims src{batch, g.channels, g.height, g.width}, wei{oc, g.channels, g.kernel, g.kernel},
+      dst{batch, oc, g.out_h, g.out_w}, strides{g.stride, g.stride}, pad{g.pad, g.pad};
+  const memory::desc src_any(src, dt::f32, tag::any), wei_any(wei, dt::f32, tag::any),
+      dst_any(dst, dt::f32, tag::any);
+  const memory::desc src_plain(src, dt::f32, tag::nchw), wei_plain(wei, dt::f32, tag::oihw),
+      dst_plain(dst, dt::f32, tag::nchw);
+  const auto algo = dnnl::algorithm::convolution_direct;
+
+  const dnnl::convolution_forward::primitive_desc fpd(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src_any, wei_any, dst_any, strides,
+                                      pad, pad),
+      engine());
+  const dnnl::convolution_backward_data::primitive_desc dpd(
+      dnnl::convolution_backward_data::desc(algo, src_any, wei_any, dst_any, strides, pad, pad), engine(), fpd);
+  const dnnl::convolution_backward_weights::primitive_desc wpd(
+      dnnl::convolution_backward_weights::desc(algo, src_any, wei_any, dst_any, strides, pad, pad), engine(), fpd);
+
+  Plan p;
+  p.fwd = dnnl::convolution_forward(fpd);
+  p.bwd_data = dnnl::convolution_backward_data(dpd);
+  p.bwd_weights = dnnl::convolution_backward_weights(wpd);
+  p.f_src = Staged(src_plain, fpd.src_desc(), true, false);
+  p.f_wei = Staged(wei_plain, fpd.weights_desc(), true, false);
+  p.f_dst = Staged(dst_plain, fpd.dst_desc(), false, true);
+  p.d_ddst = Staged(dst_plain, dpd.diff_dst_desc(), true, false);
+  p.d_wei = Staged(wei_plain, dpd.weights_desc(), true, false);
+  p.d_dsrc = Staged(src_plain, dpd.diff_src_desc(), false, true);
+  p.w_src = Staged(src_plain, wpd.src_desc(), true, false);
+  p.w_ddst = Staged(dst_plain, wpd.diff_dst_desc(), true, false);
+  p.w_dwei = Staged(wei_plain, wpd.diff_weights_desc(), false, true);
+  p.dweight_plain = std::make_unique<memory>(wei_plain, engine());
+  p.weight_count = oc * g.col_rows();
+  return p;
+}
+
+// The plans of this process. Layers call convolutions from the trainer's thread; the lock keeps
+// a second caller (tests, sample) safe.
+Plan& plan_for(int64_t batch, const kernels::ConvShape& g, int64_t oc) {
+  static std::mutex mutex;
+  static std::map<Key, Plan> plans;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const Key key{batch, g.channels, g.height, g.width, g.kernel, g.stride, g.pad, oc};
+  auto it = plans.find(key);
+  if (it == plans.end()) it = plans.emplace(key, make_plan(batch, g, oc)).first;
+  return it->second;
+}
+
+int64_t out_channels(const Tensor& weight, const kernels::ConvShape& g) { return weight.count() / g.col_rows(); }
+
+bool switched_off() {
+  const char* v = std::getenv("HPCTRAIN_CPU_CONV");
+  return v && std::string(v) == "lowering";
+}
+
+template <class F>
+void library_call(const char* what, F&& f) {
+  try {
+    f();
+  } catch (const dnnl::error& e) {
+    throw Error(EXIT_INTERNAL, std::string("oneDNN ") + what + " failed: " + e.what());
+  }
+}
+
+}  // namespace
+
+bool enabled() {
+  static const bool on = !switched_off();
+  return on;
+}
+
+std::string describe() {
+  const dnnl_version_t* v = dnnl_version();
+  std::string s = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
+                  std::to_string(v->patch);
+  if (!enabled()) return s + " off (HPCTRAIN_CPU_CONV=lowering): convolutions lowered to GEMM";
+  const char* isa = "?";
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41: isa = "SSE4.1"; break;
+    case dnnl::cpu_isa::avx: isa = "AVX"; break;
+    case dnnl::cpu_isa::avx2: isa = "AVX2"; break;
+    case dnnl::cpu_isa::avx512_core: isa = "AVX-512"; break;
+    case dnnl::cpu_isa::avx512_core_vnni: isa = "AVX-512 VNNI"; break;
+    case dnnl::cpu_isa::avx512_core_bf16: isa = "AVX-512 BF16"; break;
+    case dnnl::cpu_isa::avx512_core_amx: isa = "AVX-512 AMX"; break;
+    default: isa = "other"; break;
+  }
+  return s + " (ISA " + isa + "): convolutions";
+}
+
+bool takes(const Tensor& x, const Tensor& weight, const Tensor& y) {
+  return enabled() && x.device() == Device::CPU && x.dtype() == DType::F32 && weight.dtype() == DType::F32 &&
+         y.dtype() == DType::F32;
+}
+
+void convolve(const Tensor& x, const Tensor& weight, const kernels::ConvShape& g, const Tensor& y) {
+  library_call("convolution forward", [&] {
+    Plan& p = plan_for(x.shape()[0], g, out_channels(weight, g));
+    dnnl::stream s(engine());
+    memory src = p.f_src.in(s, x.raw()), wei = p.f_wei.in(s, weight.raw()), dst = p.f_dst.out(y.raw());
+    p.fwd.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
+    p.f_dst.finish(s, y.raw());
+    s.wait();
+  });
+}
+
+void convolve_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const kernels::ConvShape& g,
+                       const Tensor& dweight, const Tensor& dx) {
+  library_call("convolution backward", [&] {
+    Plan& p = plan_for(x.shape()[0], g, out_channels(weight, g));
+    dnnl::stream s(engine());
+    {
+      memory src = p.w_src.in(s, x.raw()), ddst = p.w_ddst.in(s, dy.raw());
+      memory dwei = p.w_dwei.needed ? *p.w_dwei.buffer : *p.dweight_plain;
+      p.bwd_weights.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, dwei}});
+      if (p.w_dwei.needed) p.w_dwei.to_plain.execute(s, dwei, *p.dweight_plain);
+    }
+    if (dx.defined()) {
+      memory ddst = p.d_ddst.in(s, dy.raw()), wei = p.d_wei.in(s, weight.raw()), dsrc = p.d_dsrc.out(dx.raw());
+      p.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, dsrc}});
+      p.d_dsrc.finish(s, dx.raw());
+    }
+    s.wait();
+    const float* from = static_cast<const float*>(p.dweight_plain->get_data_handle());
+    float* to = dweight.data<float>();
+    for (int64_t i = 0; i < p.weight_count; ++i) to[i] += from[i];
+  });
+}
+
+void set_threads(int threads) { omp_set_num_threads(threads); }
+
+}  // namespace hpc::backend::cpu::onednn

@@ -1,0 +1,35 @@
+// simd::avx512() (see simd.h).
+#include "backend/cpu/simd.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "backend/cpu/blas_core.h"
+
+namespace hpc::backend::cpu::simd {
+
+namespace {
+
+bool cpu_allows() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static const bool yes = [] {
+    const CpuIsa isa = cpu_isa();
+    const char* v = std::getenv("HPCTRAIN_CPU_ISA");
+    return isa.avx512f && isa.avx512bw && isa.avx512vl && !(v && std::string(v) == "avx2");
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool> forced_default{false};
+
+}  // namespace
+
+bool avx512() { return cpu_allows() && !forced_default.load(std::memory_order_relaxed); }
+
+void force_default(bool on) { forced_default.store(on, std::memory_order_relaxed); }
+
+}  // namespace hpc::backend::cpu::simd

@@ -1,0 +1,72 @@
+// FlightRecorder: this rank's last 256 collectives, for the post-mortem of a
+// hang (what PyTorch's NCCL flight recorder keeps).
+//
+// Each entry: the collective's number (the Heartbeat's: equal numbers are the
+// same collective on every rank), op, element count, dtype, communicator,
+// the step, enqueue/start/end times (this process's monotonic clock, plus
+// the wall clock of the dump to relate ranks) and state (started, completed).
+// The communicators record (MpiComm); the file is written by dump() to
+// RUN_DIR/flight-RANK.json (set_path, by the trainer) when the watchdog
+// explains a timeout (exit 3), when a peer's watchdog asks this rank where
+// it is (so a stalled rank whose main thread cannot move still writes its
+// file), and on SIGUSR2 (Watchdog polls the flag). `hpctrain doctor --flight
+// RUN_DIR` reads the files (doctor/flight.h).
+//
+// A mutex guards the ring: a few collectives per step and bucket, so the
+// lock costs nothing measurable; dump() copies under it and writes outside.
+// The file is written to a temporary name and renamed: never half a file.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace hpc::dist {
+
+enum class CollOp : int32_t;
+
+class FlightRecorder {
+ public:
+  static constexpr size_t CAPACITY = 256;
+
+  enum class State : int32_t { Started = 1, Completed = 2 };
+  struct Entry {
+    uint64_t seq = 0;
+    int32_t op = 0;  // CollOp
+    State state = State::Started;
+    int64_t count = 0;
+    DType dtype = DType::F32;
+    const char* comm = "";  // a string literal: "mpi", "nccl"
+    int64_t step = 0;
+    double enqueue_s = 0, start_s = 0, end_s = 0;
+  };
+
+  void started(uint64_t seq, CollOp op, int64_t count, DType dtype, const char* comm, int64_t step);
+  void completed(uint64_t seq);
+
+  // Where dump() writes (empty: nowhere), and what the file says about this rank.
+  void set_path(const std::string& path, int rank, const std::string& host);
+  const std::string& path() const { return path_; }
+  // Writes the file; returns false (quietly) when no path is set or the write fails.
+  bool dump(const std::string& reason);
+  // The JSON text dump() writes.
+  std::string to_json(const std::string& reason);
+
+ private:
+  std::mutex mu_;
+  std::array<Entry, CAPACITY> ring_{};
+  uint64_t recorded_ = 0;  // entries ever recorded; the newest is at (recorded_ - 1) % CAPACITY
+  std::string path_, host_;
+  int rank_ = 0;
+  std::mutex dump_mu_;  // one dump at a time (main thread and watchdog may both dump)
+};
+
+// SIGUSR2 asks every rank that gets it for its flight record (kill -USR2, scancel --signal=USR2).
+void install_flight_signal();
+// True once after each SIGUSR2 (the watchdog thread polls it).
+bool flight_signal_pending();
+
+}  // namespace hpc::dist
