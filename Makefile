@@ -153,8 +153,9 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 
 # ---- workflows -------------------------------------------------------------
 DEMO_DIR ?= $(BUILD)/demo
+# The demo builds only what it runs (the tests build with `make test`).
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory $(BUILD)/hpctrain $(BUILD)/hpcdata
 	@scripts/demo.sh $(DEMO_DIR)
 
 test: deps
