@@ -22,7 +22,7 @@ namespace hpc {
 // Validated once at parse time: the rest of the program switches on enums,
 // never compares option text.
 enum class Command { Train, Eval, Doctor, Sample, Predict, Export };
-enum class ExportFormat { Torch, Hf };  // hpctrain export --format
+enum class ExportFormat { Torch, Hf, Onnx };  // hpctrain export --format
 enum class EvalSplit { Auto, Val, Train };  // auto: /val when the data has one, else /train
 enum class DataCheck { Quick, Full };  // how much of the inputs to scan for non-finite values
 enum class SyncBn { Auto, On, Off };   // auto: on when the world size is > 1

@@ -261,7 +261,8 @@ std::vector<OptionSpec> build_table() {
       eval_only(text("out", FIELD(eval.out), P::OUTPUT_FILE, "PATH",
                      "eval: the eval.json to write (default: beside the checkpoint); predict: preds.h5; "
                      "export: the directory (-o DIR)")),
-      eval_only(choice("format", FIELD(eval.format), "export: torch (safetensors + model.py) | hf (Hugging Face GPT-2 layout: config.json + safetensors)")),
+      eval_only(choice("format", FIELD(eval.format), "export: torch (safetensors + model.py) | hf (Hugging Face GPT-2 layout: config.json + safetensors) | "
+                       "onnx (model.onnx, opset 13, the inference graph)")),
 
       text("data.path", FIELD(data.path), P::INPUT_FILE, "PATH",
            "HDF5 dataset with /train and optionally /val (needed by train and eval)"),

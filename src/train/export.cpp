@@ -98,12 +98,20 @@ int export_command(const Config& cfg) {
       throw UserError("checkpoint '" + cfg.checkpoint + "': " + std::to_string(c.num_params()) +
                       " parameters stored but its model spec has " + std::to_string(model.num_params()));
     const std::string& dir = cfg.eval.out;
-    const bool hf = cfg.eval.format == ExportFormat::Hf;
+    const bool hf = cfg.eval.format == ExportFormat::Hf, onnx = cfg.eval.format == ExportFormat::Onnx;
     if (hf) gpt_shape_of(model, "export --format hf of checkpoint '" + cfg.checkpoint + "'");  // refuse before writing
+    // ONNX: the whole model is built (and refused, naming a layer) before the directory is made.
+    const std::string onnx_model = onnx ? onnx_bytes(c, model, "export --format onnx of checkpoint '" + cfg.checkpoint + "'") : "";
     std::error_code ec;
     std::filesystem::create_directory(dir, ec);
     if (!std::filesystem::is_directory(dir))
       throw UserError("option --out: cannot create the directory '" + dir + "'" + (ec ? ": " + ec.message() : ""));
+    if (onnx) {
+      write_file(dir + "/model.onnx", onnx_model);
+      std::printf("export: %s (step %lld, %lld parameters) → %s/model.onnx (opset 13)\n", cfg.checkpoint.c_str(),
+                  static_cast<long long>(c.step), static_cast<long long>(c.num_params()), dir.c_str());
+      return EXIT_OK;
+    }
     if (hf)
       export_hf(c, model, dir, "export --format hf of checkpoint '" + cfg.checkpoint + "'");
     else
