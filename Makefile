@@ -61,6 +61,13 @@ version-check:
 CXXFLAGS ?= -O3 -g -fno-math-errno $(ARCH_FLAGS)
 CXXFLAGS += -std=c++20 -pthread $(WARN) -MMD -MP
 LDLIBS   := $(MPI_LIBS) $(HDF5_LIBS) $(BLAS_LIBS) -lboost_program_options -lz -pthread
+# ONNX export (hpctrain export --format onnx) with Debian's libonnx-dev, whose
+# generated headers need libprotobuf-dev; without them the build works and
+# that format is a one-line error. Only export_onnx.cpp sees the define.
+ONNX_H      := $(and $(wildcard /usr/include/onnx/onnx-ml.pb.h),$(wildcard /usr/include/google/protobuf/message.h))
+ifneq ($(ONNX_H),)
+  LDLIBS += -lonnx_proto -lprotobuf
+endif
 
 # ---- sources --------------------------------------------------------------
 # A folder's cuda/ holds its CUDA code, nocuda/ the CPU-only build's stand-ins (backend, dist).
@@ -112,6 +119,7 @@ all: check-deps summary $(BINS) $(TEST_BIN) $(MPI_TEST_BIN) $(BENCH_BIN)
 
 summary:
 	@echo "hpctrain $(VERSION) ($(GIT_COMMIT)) build summary:"
+	@echo "  $(call have,$(ONNX_H)) ONNX export (libonnx-dev + libprotobuf-dev)"
 	@echo "  $(call have,$(MPI_LIBS)) MPI ($(MPICXX))   $(call have,$(HDF5_LIBS)) HDF5   $(call have,$(BLAS_LIBS)) OpenBLAS   $(call have,$(BOOST_PO)) Boost.Program_options   $(call have,$(GTEST)) GoogleTest"
 	@echo "  $(if $(filter 1,$(CUDA)),✓ CUDA ($(NVCC), arch $(CUDA_ARCH)),✗ CUDA (CPU-only build))   ARCH_FLAGS=$(ARCH_FLAGS)"
 	@echo "  $(if $(filter 1,$(DNNL)),✓ oneDNN (CPU convolutions),✗ oneDNN (CPU convolutions on the im2col + GEMM fallback: install libdnnl-dev or run 'make deps'))"
@@ -126,6 +134,8 @@ check-deps:
 
 deps:
 	@scripts/install-deps.sh
+
+$(BUILD)/obj/src/train/export_onnx.o: CPPFLAGS += $(if $(ONNX_H),-DHPCTRAIN_ONNX=1 -DONNX_ML=1 -DONNX_NAMESPACE=onnx)
 
 $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(@D)
@@ -170,8 +180,9 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 
 # ---- workflows -------------------------------------------------------------
 DEMO_DIR ?= $(BUILD)/demo
+# The demo builds only what it runs (the tests build with `make test`).
 demo: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory $(BUILD)/hpctrain $(BUILD)/hpcdata
 	@scripts/demo.sh $(DEMO_DIR)
 
 test: deps

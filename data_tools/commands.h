@@ -30,6 +30,9 @@ struct PackOptions {
   int64_t classes = 0;    // npy, csv: num_classes (0 = largest label + 1)
   std::optional<double> scale, mean, std;  // uint8 inputs of npy: attributes (default 1/255, data mean, std)
   int64_t context = 64;  // text: each split must hold a window of context + 1 tokens (gpt-tiny's context)
+  int64_t vocab = 50257;          // tokens-bin: ids must be below it (GPT-2's vocabulary)
+  std::string tokenizer = "gpt2";  // tokens-bin: the tokenizer attribute
+  std::string layout = "auto";     // tokens-bin: auto | raw (nanoGPT) | llmc (headered shards)
 };
 
 // hpcdata pack: checks the options, then reads the input with the format's
@@ -43,6 +46,8 @@ PackJob read_npy(const PackOptions& opt);
 PackJob read_csv(const PackOptions& opt);
 // text is a token stream, not x/y rows: it writes through `w` itself and commits (pack_text.cpp).
 void pack_text(DatasetWriter& w, const PackOptions& opt);
+// nanoGPT / llm.c token files (pack_tokens.cpp), written and committed like text.
+void pack_tokens_bin(DatasetWriter& w, const PackOptions& opt);
 
 struct SynthOptions {
   std::string out;

@@ -27,6 +27,8 @@ usage:
   hpcdata pack --from csv FILE [--val FILE] -o OUT.h5 [--label-col C | --targets K] [--delimiter D]
                [--classes K] [--val-fraction F] [--force]
   hpcdata pack --from text FILE... [--val FILE...] -o OUT.h5 [--val-fraction F] [--context T] [--force]
+  hpcdata pack --from tokens-bin FILE... [--val FILE...] -o OUT.h5 [--vocab V] [--tokenizer NAME]
+               [--layout auto|raw|llmc] [--val-fraction F] [--context T] [--force]
   hpcdata synth -o OUT.h5 [--samples N] [--val N] [--shape 1x28x28] [--classes K | --regression K]
                 [--dtype uint8|float32] [--noise S] [--seed S] [--force]
   hpcdata inspect FILE
@@ -61,6 +63,12 @@ pack --from text FILE...
   with vocab_size=256 tokenizer=byte. /val is the last --val-fraction of the text
   (default 0.05), or the --val files; each split must hold one window of --context + 1
   tokens (default 64, gpt-tiny's context). hpctrain cuts them into model.context windows.
+pack --from tokens-bin FILE...
+  Token ids from another tokenizer: nanoGPT's raw uint16 .bin files, or llm.c's shards
+  (a 256-int32 header: magic 20240520, version 1, token count; then uint16 ids),
+  told apart by the magic (--layout raw|llmc forces one). Ids must be < --vocab
+  (default 50257, GPT-2); stored as uint16 with vocab_size and tokenizer (--tokenizer,
+  default gpt2). /val as for text: the --val files or the last --val-fraction (0.05).
 common pack options
   -o, --output FILE   the output
   --force             replace FILE if it exists
@@ -188,6 +196,12 @@ int cmd_pack(const std::vector<std::string>& args) {
     } else if (matches(a, "--context")) {
       opt.context = parse_int("--context", option_value(args, i, "--context"), 1);
       context_given = true;
+    } else if (matches(a, "--vocab")) {
+      opt.vocab = parse_int("--vocab", option_value(args, i, "--vocab"), 1);
+    } else if (matches(a, "--tokenizer")) {
+      opt.tokenizer = option_value(args, i, "--tokenizer");
+    } else if (matches(a, "--layout")) {
+      opt.layout = option_value(args, i, "--layout");
     } else if (matches(a, "--std")) {
       opt.std = parse_double("--std", option_value(args, i, "--std"));
     } else if (!a.empty() && a[0] == '-') {
@@ -196,12 +210,13 @@ int cmd_pack(const std::vector<std::string>& args) {
       (in_val ? opt.val_inputs : opt.inputs).push_back(a);
     }
   }
-  if (opt.from.empty()) usage_error("pack needs --from mnist-idx|cifar10-bin|npy|csv|text");
+  if (opt.from.empty()) usage_error("pack needs --from mnist-idx|cifar10-bin|npy|csv|text|tokens-bin");
   if (opt.from != "mnist-idx" && opt.from != "cifar10-bin" && opt.from != "npy" && opt.from != "csv" &&
-      opt.from != "text")
-    usage_error("pack: unknown --from " + opt.from + "; use mnist-idx, cifar10-bin, npy, csv or text");
+      opt.from != "text" && opt.from != "tokens-bin")
+    usage_error("pack: unknown --from " + opt.from + "; use mnist-idx, cifar10-bin, npy, csv, text or tokens-bin");
   if (opt.inputs.empty()) usage_error("pack --from " + opt.from + " needs its input");
-  if (context_given && opt.from != "text") usage_error("--context applies to pack --from text only");
+  if (context_given && opt.from != "text" && opt.from != "tokens-bin")
+    usage_error("--context applies to pack --from text and tokens-bin only");
   if (opt.out.empty()) usage_error("pack needs -o OUT.h5");
   if (opt.std && *opt.std == 0) usage_error("--std must not be 0");
   pack(opt);

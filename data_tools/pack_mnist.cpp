@@ -75,6 +75,7 @@ void pack(const PackOptions& opt) {
     throw UserError("pack --from " + opt.from + " needs its input (see hpcdata --help)");
   DatasetWriter w(opt.out, opt.force);  // the output is checked before any input is read
   if (opt.from == "text") return pack_text(w, opt);
+  if (opt.from == "tokens-bin") return pack_tokens_bin(w, opt);
   PackJob job;
   if (opt.from == "mnist-idx")
     job = read_mnist_idx(opt);

@@ -30,6 +30,7 @@ for arg in "$@"; do
     --slurm) packages+=(slurm-wlm munge) ;;
     --bench) packages+=(python3-torch python3-matplotlib) ;;
     --lint) packages+=(clang-format clang-tidy cppcheck) ;;
+    --onnx) packages+=(libonnx-dev libprotobuf-dev python3-onnx) ;;  # hpctrain export --format onnx
     --fuzz) packages+=(clang libclang-rt-dev) ;;  # libFuzzer and clang's sanitizer runtimes
     --no-test) with_tests=0 ;;
     *) echo "install-deps.sh: unknown option $arg" >&2; exit 2 ;;

@@ -22,7 +22,7 @@ namespace hpc {
 // Validated once at parse time: the rest of the program switches on enums,
 // never compares option text.
 enum class Command { Train, Eval, Doctor, Sample, Predict, Export };
-enum class ExportFormat { Torch };  // hpctrain export --format
+enum class ExportFormat { Torch, Hf, Onnx };  // hpctrain export --format
 enum class EvalSplit { Auto, Val, Train };  // auto: /val when the data has one, else /train
 enum class DataCheck { Quick, Full };  // how much of the inputs to scan for non-finite values
 enum class SyncBn { Auto, On, Off };   // auto: on when the world size is > 1
@@ -77,6 +77,8 @@ struct DataConfig {
 // the rest says how the model is given and run.
 struct ModelConfig : nn::PresetOptions {
   std::string spec;  // explicit layer spec; overrides preset
+  std::string init;       // parameters to start from: checkpoint, safetensors or HF GPT-2 directory (train/model_init.h)
+  std::string init_skip;  // tensors (or dotted prefixes) model.init leaves freshly initialised, comma-separated
   SyncBn sync_bn = SyncBn::Auto;
 };
 

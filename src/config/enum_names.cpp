@@ -14,7 +14,8 @@ namespace hpc {
 HPC_ENUM_NAMES(Command, {Command::Train, "train"}, {Command::Eval, "eval"}, {Command::Doctor, "doctor"},
                {Command::Sample, "sample"}, {Command::Predict, "predict"},
                {Command::Export, "export"})
-HPC_ENUM_NAMES(ExportFormat, {ExportFormat::Torch, "torch"})
+HPC_ENUM_NAMES(ExportFormat, {ExportFormat::Torch, "torch"}, {ExportFormat::Hf, "hf"},
+               {ExportFormat::Onnx, "onnx"})
 HPC_ENUM_NAMES(EvalSplit, {EvalSplit::Auto, "auto"}, {EvalSplit::Val, "val"}, {EvalSplit::Train, "train"})
 HPC_ENUM_NAMES(DataCheck, {DataCheck::Quick, "quick"}, {DataCheck::Full, "full"})
 HPC_ENUM_NAMES(SyncBn, {SyncBn::Auto, "auto"}, {SyncBn::On, "true"}, {SyncBn::Off, "false"})

@@ -265,7 +265,8 @@ std::vector<OptionSpec> build_table() {
       eval_only(text("out", FIELD(eval.out), P::OUTPUT_FILE, "PATH",
                      "eval: the eval.json to write (default: beside the checkpoint); predict: preds.h5; "
                      "export: the directory (-o DIR)")),
-      eval_only(choice("format", FIELD(eval.format), "export: what to write (torch: safetensors + model.py)")),
+      eval_only(choice("format", FIELD(eval.format), "export: torch (safetensors + model.py) | hf (Hugging Face GPT-2 layout: config.json + safetensors) | "
+                       "onnx (model.onnx, opset 13, the inference graph)")),
 
       text("data.path", FIELD(data.path), P::INPUT_FILE, "PATH",
            "HDF5 dataset with /train and optionally /val (needed by train and eval)"),
@@ -282,6 +283,11 @@ std::vector<OptionSpec> build_table() {
       text("model.spec", FIELD(model.spec), P::ANY_TEXT, "SPEC",
            "explicit layer spec, e.g. \"conv(32,3,pad=1) relu flatten linear(10)\"; overrides the preset"),
       int_list("model.hidden", FIELD(model.hidden), "mlp hidden layer widths"),
+      text("model.init", FIELD(model.init), P::ANY_TEXT, "PATH",
+           "start from these parameters: an hpctrain checkpoint, a safetensors file or a Hugging Face GPT-2 "
+           "directory (not the optimizer, step or sampler)"),
+      text("model.init_skip", FIELD(model.init_skip), P::ANY_TEXT, "NAME,NAME",
+           "tensors (or prefixes such as 11.linear) that model.init leaves freshly initialised"),
       auto_or_bool("model.sync_bn", FIELD(model.sync_bn),
                    "batch-norm statistics over all ranks (auto: when there is more than one)"),
       number("model.layers", FIELD(model.layers), NON_NEGATIVE, "gpt: transformer blocks (0: the preset's)"),

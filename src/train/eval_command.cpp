@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -287,11 +288,16 @@ class EvalSession {
     const bool classes = data_.task.kind() == Task::Kind::Classification;
     EvalDetail detail;
     detail.classes = classes ? model_->output_shape().count() : 0;
+    const auto t0 = std::chrono::steady_clock::now();
     const EvalResult r = evaluate_split(in, classes ? &detail : nullptr);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!ctx_.is_root()) return EXIT_OK;
     std::printf("%s\n", data_.task.final_line(r).c_str());
+    const double samples = static_cast<double>(split().info().size);
+    std::printf("eval time: %.3f s, %.0f %s/s on %d rank(s)\n", seconds, samples / std::max(seconds, 1e-9),
+                data_.task.sample_word(), ctx_.world());
     std::ostringstream js;
-    js << "{\"checkpoint\": " << json_quote(cfg_.checkpoint) << ", \"step\": " << ckpt_.step
+    js << "{\"checkpoint\": " << json_quote(cfg_.checkpoint) << ", \"seconds\": " << json_number(seconds) << ", \"step\": " << ckpt_.step
        << ", \"split\": " << json_quote(split_name_) << ", \"count\": " << r.count
        << ", \"val_loss\": " << json_number(r.loss) << ", \"val_acc\": " << json_number(r.acc);
     if (r.top5 >= 0) js << ", \"val_top5\": " << json_number(r.top5);

@@ -12,17 +12,13 @@
 #include "ckpt/checkpoint.h"
 #include "core/error.h"
 #include "nn/model.h"
+#include "train/hf_layout.h"
 #include "train/metrics.h"
+#include "train/safetensors.h"
 
 namespace hpc::train {
 
 namespace {
-
-struct NamedArray {
-  std::string name;
-  Shape shape;
-  const float* data = nullptr;
-};
 
 // `bytes` to `path` through PATH.tmp-PID and a rename: complete or absent.
 void write_file(const std::string& path, const std::string& bytes) {
@@ -42,34 +38,6 @@ void write_file(const std::string& path, const std::string& bytes) {
   }
 }
 
-// The safetensors bytes of `arrays` (float32, little-endian: the host's order on every target we build for).
-std::string safetensors(const std::vector<NamedArray>& arrays, const std::vector<std::pair<std::string, std::string>>& meta) {
-  std::ostringstream h;
-  h << "{\"__metadata__\": {";
-  for (size_t i = 0; i < meta.size(); ++i)
-    h << (i ? ", " : "") << json_quote(meta[i].first) << ": " << json_quote(meta[i].second);
-  h << "}";
-  size_t offset = 0;
-  for (const NamedArray& a : arrays) {
-    const size_t bytes = static_cast<size_t>(a.shape.count()) * sizeof(float);
-    h << ", " << json_quote(a.name) << ": {\"dtype\": \"F32\", \"shape\": [";
-    for (int d = 0; d < a.shape.rank(); ++d) h << (d ? ", " : "") << a.shape[d];
-    h << "], \"data_offsets\": [" << offset << ", " << offset + bytes << "]}";
-    offset += bytes;
-  }
-  h << "}";
-  std::string header = h.str();
-  header.append((8 - header.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
-  std::string out(8, '\0');
-  const uint64_t n = header.size();
-  for (int i = 0; i < 8; ++i) out[static_cast<size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xff);
-  out += header;
-  out.reserve(out.size() + offset);
-  for (const NamedArray& a : arrays)
-    out.append(reinterpret_cast<const char*>(a.data), static_cast<size_t>(a.shape.count()) * sizeof(float));
-  return out;
-}
-
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
   return s;
@@ -84,9 +52,40 @@ void export_torch(const ckpt::Checkpoint& c, const nn::Model& model, const std::
   for (int d = 0; d < c.input_shape.rank(); ++d) shape += std::to_string(c.input_shape[d]) + ", ";
   shape += ")";
   write_file(dir + "/model.safetensors",
-             safetensors(arrays, {{"format", "pt"}, {"hpctrain_spec", c.spec}, {"step", std::to_string(c.step)}}));
+             safetensors_bytes(arrays, {{"format", "pt"}, {"hpctrain_spec", c.spec}, {"step", std::to_string(c.step)}}));
   std::string py = replace_all(torch_model_py(), "@SPEC@", json_quote(model.spec()));
   write_file(dir + "/model.py", replace_all(py, "@INPUT_SHAPE@", shape));
+}
+
+// config.json + model.safetensors as GPT2LMHeadModel.save_pretrained writes them (float32, lm_head tied).
+void export_hf(const ckpt::Checkpoint& c, const nn::Model& model, const std::string& dir, const std::string& what) {
+  const GptShape g = gpt_shape_of(model, what);
+  std::vector<Tensor> transposed;  // keeps the Conv1D copies alive until the file is written
+  std::vector<NamedArray> arrays;
+  for (const nn::ParamInfo& p : model.param_info()) {
+    const std::optional<HfName> h = hf_name_of(p.name);
+    if (!h) throw UserError(what + ": parameter '" + p.name + "' has no Hugging Face GPT-2 name");
+    const float* src = c.params.data<float>() + p.offset;
+    if (!h->transpose) {
+      arrays.push_back({h->name, p.shape, src});
+      continue;
+    }
+    const int64_t r = p.shape[0], k = p.shape[1];
+    Tensor t(Shape{k, r}, DType::F32);
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < k; ++j) t.data<float>()[j * r + i] = src[i * k + j];
+    arrays.push_back({h->name, t.shape(), t.data<float>()});
+    transposed.push_back(std::move(t));
+  }
+  write_file(dir + "/model.safetensors", safetensors_bytes(arrays, {{"format", "pt"}}));
+  std::ostringstream j;
+  j << "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
+    << "  \"vocab_size\": " << g.vocab << ",\n  \"n_positions\": " << g.context << ",\n  \"n_ctx\": " << g.context
+    << ",\n  \"n_embd\": " << g.width << ",\n  \"n_layer\": " << g.layers << ",\n  \"n_head\": " << g.heads
+    << ",\n  \"n_inner\": null,\n  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n"
+    << "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n  \"tie_word_embeddings\": true,\n"
+    << "  \"torch_dtype\": \"float32\"\n}\n";
+  write_file(dir + "/config.json", j.str());
 }
 
 }  // namespace
@@ -99,14 +98,27 @@ int export_command(const Config& cfg) {
       throw UserError("checkpoint '" + cfg.checkpoint + "': " + std::to_string(c.num_params()) +
                       " parameters stored but its model spec has " + std::to_string(model.num_params()));
     const std::string& dir = cfg.eval.out;
+    const bool hf = cfg.eval.format == ExportFormat::Hf, onnx = cfg.eval.format == ExportFormat::Onnx;
+    if (hf) gpt_shape_of(model, "export --format hf of checkpoint '" + cfg.checkpoint + "'");  // refuse before writing
+    // ONNX: the whole model is built (and refused, naming a layer) before the directory is made.
+    const std::string onnx_model = onnx ? onnx_bytes(c, model, "export --format onnx of checkpoint '" + cfg.checkpoint + "'") : "";
     std::error_code ec;
     std::filesystem::create_directory(dir, ec);
     if (!std::filesystem::is_directory(dir))
       throw UserError("option --out: cannot create the directory '" + dir + "'" + (ec ? ": " + ec.message() : ""));
-    export_torch(c, model, dir);
-    std::printf("export: %s (step %lld, %lld parameters) → %s/model.safetensors, %s/model.py\n",
-                cfg.checkpoint.c_str(), static_cast<long long>(c.step), static_cast<long long>(c.num_params()),
-                dir.c_str(), dir.c_str());
+    if (onnx) {
+      write_file(dir + "/model.onnx", onnx_model);
+      std::printf("export: %s (step %lld, %lld parameters) → %s/model.onnx (opset 13)\n", cfg.checkpoint.c_str(),
+                  static_cast<long long>(c.step), static_cast<long long>(c.num_params()), dir.c_str());
+      return EXIT_OK;
+    }
+    if (hf)
+      export_hf(c, model, dir, "export --format hf of checkpoint '" + cfg.checkpoint + "'");
+    else
+      export_torch(c, model, dir);
+    std::printf("export: %s (step %lld, %lld parameters) → %s/model.safetensors, %s/%s\n", cfg.checkpoint.c_str(),
+                static_cast<long long>(c.step), static_cast<long long>(c.num_params()), dir.c_str(), dir.c_str(),
+                hf ? "config.json (Hugging Face GPT-2 layout)" : "model.py");
     return EXIT_OK;
   } catch (const Error& e) {
     std::fprintf(stderr, "hpctrain: error: %s\n", e.what());

@@ -22,6 +22,11 @@
 #include <string>
 
 #include "config/config.h"
+#include "nn/model.h"
+
+namespace hpc::ckpt {
+struct Checkpoint;
+}
 
 namespace hpc::train {
 
@@ -29,5 +34,10 @@ int export_command(const Config& cfg);
 
 // model.py's text with @SPEC@ and @INPUT_SHAPE@ still in it (export_model_py.cpp).
 const char* torch_model_py();
+
+// --format onnx (export_onnx.cpp): the serialised ONNX model of `c`; UserError
+// naming a layer the export cannot express, or when built without libonnx-dev.
+bool onnx_available();
+std::string onnx_bytes(const ckpt::Checkpoint& c, const nn::Model& model, const std::string& what);
 
 }  // namespace hpc::train

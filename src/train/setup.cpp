@@ -20,6 +20,7 @@
 #include "dist/devices.h"
 #include "data/augment.h"
 #include "train/device_choice.h"
+#include "train/model_init.h"
 #include "train/trainer.h"
 
 namespace hpc::train {
@@ -116,6 +117,8 @@ void Trainer::build_model() {
                                        MixedPrecision::model_dtype(cfg_.train.precision, device_),
                                        cfg_.train.seed, device_);
   task.check_output(model_->output_shape(), info);
+  // Fine-tuning: every rank loads (a failure is agreed in main.cpp); a resume then overrides it.
+  if (!cfg_.model.init.empty()) init_note_ = init_model(*model_, cfg_.model.init, cfg_.model.init_skip);
   loss_ = task.make_loss(cfg_.train, info);
   const bool sync_bn =
       cfg_.model.sync_bn == SyncBn::On || (cfg_.model.sync_bn == SyncBn::Auto && ctx_.world() > 1);

@@ -85,6 +85,7 @@ void Trainer::print_header() {
       static_cast<long long>(global_batch_), static_cast<long long>(steps_per_epoch_),
       static_cast<long long>(total_steps_));
   if (!lr_note_.empty()) std::printf("%s\n", lr_note_.c_str());
+  if (!init_note_.empty()) std::printf("%s\n", init_note_.c_str());
   if (precision_->sixteen_bit())
     std::printf(
         "precision: %s activations, parameters and gradients; fp32 master weights and optimizer state%s\n",

@@ -137,6 +137,7 @@ class Trainer {
   MetricsLog metrics_;
   std::unique_ptr<Progress> progress_;
   std::string lr_note_;
+  std::string init_note_;  // model.init's summary
 
   int64_t micro_batch_ = 0;   // per rank, per micro-step
   int64_t global_batch_ = 0;  // per optimizer step, all ranks and micro-steps

@@ -117,3 +117,20 @@ timeout -k 10 60 "$BUILD/hpctrain" eval --checkpoint "$ckpt" --data.path "$TMP/n
   > "$TMP/nv.log" 2>&1 || { cat "$TMP/nv.log"; fail "eval of /train failed"; }
 grep -q '"split": "train", "count": 64' "$TMP/nv.json" || { cat "$TMP/nv.json"; fail "auto split"; }
 pass "eval.split auto: /train when there is no /val"
+
+# A language model: loss per token and perplexity, equal to the training run's final evaluation.
+"$BUILD/hpcdata" pack --from text "$ROOT/README.md" "$ROOT/docs/architecture.md" -o "$TMP/text.h5" > /dev/null
+timeout -k 10 200 "$BUILD/hpctrain" --data.path "$TMP/text.h5" --model.preset gpt-tiny --train.steps 3 --train.batch_size 8 \
+  --log.progress none --run.dir "$TMP/lm" > "$TMP/lm.log" 2>&1 || { cat "$TMP/lm.log"; fail "gpt-tiny training"; }
+run_mpi 2 "$BUILD/hpctrain" eval --checkpoint "$TMP/lm/ckpt-00000003.h5" --data.path "$TMP/text.h5" > "$TMP/lme.log" 2>&1 ||
+  { cat "$TMP/lme.log"; fail "gpt-tiny eval on 2 ranks"; }
+grep -q "perplexity" "$TMP/lme.log" || fail "no perplexity in eval's output"
+$PYTHON - "$TMP/lm/metrics.jsonl" "$TMP/lm/eval.json" <<'PY' || fail "language-model eval differs"
+import json, math, sys
+final = [json.loads(l) for l in open(sys.argv[1]) if "val_loss" in l][-1]
+e = json.load(open(sys.argv[2]))
+assert (e["val_loss"], e["val_acc"], e["val_ppl"]) == (final["val_loss"], final["val_acc"], final["val_ppl"]), (e, final)
+assert "confusion" not in e
+print("gpt-tiny: eval on 2 ranks == training's final evaluation:", e["val_loss"], "perplexity", e["val_ppl"])
+PY
+pass "language model: eval's loss per token and perplexity equal the training run's (bitwise, 2 ranks)"

@@ -111,8 +111,11 @@ void expect_same(const Config& a, const Config& b) {
   EXPECT_EQ(a.data.prefetch, b.data.prefetch);
   EXPECT_EQ(a.data.drop_last, b.data.drop_last);
   EXPECT_EQ(a.data.check, b.data.check);
+  EXPECT_EQ(a.data.augment, b.data.augment);
   EXPECT_EQ(a.model.preset, b.model.preset);
   EXPECT_EQ(a.model.spec, b.model.spec);
+  EXPECT_EQ(a.model.init, b.model.init);
+  EXPECT_EQ(a.model.init_skip, b.model.init_skip);
   EXPECT_EQ(a.model.hidden, b.model.hidden);
   EXPECT_EQ(a.model.sync_bn, b.model.sync_bn);
   EXPECT_EQ(a.optim.name, b.optim.name);
@@ -390,9 +393,11 @@ TEST_F(ConfigTest, ToIniRoundTripsEveryField) {
   c.run_dir = "runs/with # hash and spaces ";
   c.resume = "auto";
   c.checkpoint = data_;
-  c.data = {data_, data_, 3, 5, false, DataCheck::Full};
+  c.data = {data_, data_, 3, 5, false, DataCheck::Full, "flip, crop:4"};
   c.model.preset = "resnet20";
   c.model.spec = "\"quoted\" conv(8,3) ; relu\nlinear(10)";
+  c.model.init = data_;
+  c.model.init_skip = "5.linear, 0.conv.bias";
   c.model.hidden = {7, 11, 13};
   c.model.sync_bn = SyncBn::On;
   c.optim.name = OptimizerKind::AdamW;
@@ -404,7 +409,7 @@ TEST_F(ConfigTest, ToIniRoundTripsEveryField) {
   c.optim.eps = 1e-12;
   c.optim.weight_decay = 5e-4;
   c.optim.clip_norm = 1.5;
-  c.optim.schedule = ScheduleKind::Cosine;
+  c.optim.schedule = ScheduleKind::Step;  // the default is cosine
   c.optim.warmup_steps = 100;
   c.optim.step_every = 17;
   c.optim.gamma = 0.5;
