@@ -8,7 +8,8 @@
 #     line of a real training run (2 ranks) says so, with the speed class;
 #  3. a corrected core that fails the sgemm self-check (wrong@blas_check) is
 #     never used: back to the library's choice, and the line says why;
-#  4. an OPENBLAS_CORETYPE the user set is kept.
+#  4. an OPENBLAS_CORETYPE the user set is kept;
+#  5. the CPU kernel switches HPCTRAIN_CPU_CONV/GEMM/ISA are accepted.
 source "$(dirname "$0")/lib.bash"
 hp="$BUILD/hpctrain"
 unset OPENBLAS_CORETYPE HPCTRAIN_FAULT
@@ -65,3 +66,12 @@ line=$(core_line "$TMP/v4")
 grep -q "^  BLAS core: Prescott \[SSE\]: set by the user (OPENBLAS_CORETYPE=Prescott); the CPU could run $best" <<<"$line" ||
   fail "the user's core was not kept: $line"
 pass "user's choice kept: $line"
+
+# 5. the CPU kernel switches (read before the configuration) are accepted, not "unknown
+#    environment variable", and the start-up line says the convolutions are lowered
+HPC_TEST_TIMEOUT=120 HPCTRAIN_CPU_CONV=lowering HPCTRAIN_CPU_GEMM=openblas HPCTRAIN_CPU_ISA=avx2 run_mpi 1 "$hp" \
+  train --data.path "$data" --model.preset cnn --train.steps 2 --train.batch_size 8 --run.dir "$TMP/run5" \
+  >"$TMP/train5" 2>&1 || { tail -20 "$TMP/train5" >&2; fail "training with HPCTRAIN_CPU_* set failed"; }
+grep -q "^  oneDNN: .*\(off (HPCTRAIN_CPU_CONV=lowering)\|not built\)" "$TMP/train5" ||
+  { grep oneDNN "$TMP/train5" >&2; fail "HPCTRAIN_CPU_CONV=lowering not reported"; }
+pass "HPCTRAIN_CPU_CONV/GEMM/ISA accepted: $(grep -m1 '^  oneDNN:' "$TMP/train5")"

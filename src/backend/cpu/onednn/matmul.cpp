@@ -4,8 +4,9 @@
 // oneDNN's AVX-512 matmul is 4–22% faster where all three sizes are ≥ 64,
 // and up to 1.7× slower on the thin products of a 10-class output layer
 // (n or k = 10), where OpenBLAS's small-matrix kernels win. One primitive per
-// (transposes, sizes, alpha, beta), made once; alpha is the output scale and
-// beta the sum post-op, so C = alpha·op(A)·op(B) + beta·C as cblas_sgemm.
+// (transposes, sizes, alpha, beta), made once; alpha is oneDNN's output
+// scaling and beta its accumulating post-op, so C = alpha·op(A)·op(B) + beta·C
+// as in cblas_sgemm.
 #include <cstring>
 #include <dnnl.hpp>
 #include <map>
