@@ -199,7 +199,10 @@ void convolve_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, 
       if (p.w_dwei.needed) p.w_dwei.to_plain.execute(s, dwei, *p.dweight_plain);
     }
     if (dx.defined()) {
-      memory ddst = p.d_ddst.in(s, dy.raw()), wei = p.d_wei.in(s, weight.raw()), dsrc = p.d_dsrc.out(dx.raw());
+      // dy in the blocked layout once for both halves when they want the same one (they do on AVX-512).
+      const bool shared = p.d_ddst.needed && p.w_ddst.needed && p.d_ddst.inner == p.w_ddst.inner;
+      memory ddst = shared ? *p.w_ddst.buffer : p.d_ddst.in(s, dy.raw());
+      memory wei = p.d_wei.in(s, weight.raw()), dsrc = p.d_dsrc.out(dx.raw());
       p.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, dsrc}});
       p.d_dsrc.finish(s, dx.raw());
     }
