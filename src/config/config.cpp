@@ -44,7 +44,7 @@ std::vector<std::string> command_names() {
 // HPCTRAIN_* variable that names no option is an error, like an unknown
 // option: a misspelt HPCTRAIN_OPTIM_LRR must not be silently ignored.
 const std::vector<std::string> ENV_NOT_OPTIONS = {"HPCTRAIN_FAULT", "HPCTRAIN_TEST", "HPCTRAIN_CPU_",
-                                                   "HPCTRAIN_BLAS_CORE_FIX"};
+                                                  "HPCTRAIN_BLAS_CORE_FIX"};
 
 constexpr const char* HOW_TO_MAKE_DATA = "make one with `hpcdata pack --from mnist-idx DIR -o train.h5`";
 

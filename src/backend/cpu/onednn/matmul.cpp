@@ -52,7 +52,8 @@ Matmul make(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, floa
     ops.append_sum(beta);
     attr.set_post_ops(ops);
   }
-  mm.primitive = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(mm.a, mm.b, mm.c), attr, engine()));
+  mm.primitive =
+      dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(mm.a, mm.b, mm.c), attr, engine()));
   return mm;
 }
 
