@@ -122,7 +122,7 @@ summary:
 	@echo "  $(call have,$(ONNX_H)) ONNX export (libonnx-dev + libprotobuf-dev)"
 	@echo "  $(call have,$(MPI_LIBS)) MPI ($(MPICXX))   $(call have,$(HDF5_LIBS)) HDF5   $(call have,$(BLAS_LIBS)) OpenBLAS   $(call have,$(BOOST_PO)) Boost.Program_options   $(call have,$(GTEST)) GoogleTest"
 	@echo "  $(if $(filter 1,$(CUDA)),✓ CUDA ($(NVCC), arch $(CUDA_ARCH)),✗ CUDA (CPU-only build))   ARCH_FLAGS=$(ARCH_FLAGS)"
-	@echo "  $(if $(filter 1,$(DNNL)),✓ oneDNN (CPU convolutions),✗ oneDNN (CPU convolutions on the im2col + GEMM fallback: install libdnnl-dev or run 'make deps'))"
+	@echo "  $(if $(filter 1,$(DNNL)),✓ oneDNN (CPU convolutions, large float32 GEMMs),✗ oneDNN (CPU convolutions on the im2col + GEMM fallback: install libdnnl-dev or run 'make deps'))"
 
 # One line naming the missing package, instead of a page of compiler errors.
 check-deps:

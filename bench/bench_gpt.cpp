@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/blas_core.h"
+#include "backend/cpu/onednn.h"
 #include "backend/ops.h"
 #include "config/config.h"
 #include "core/rng.h"
@@ -72,6 +74,7 @@ class SgemmPeak {
 }  // namespace
 
 int main(int argc, char** argv) {
+  backend::cpu::fit_blas_core(argv);  // the BLAS core hpctrain would run (may re-execute, before MPI)
   MPI_Init(&argc, &argv);
   int rank = 0, world = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -84,6 +87,7 @@ int main(int argc, char** argv) {
   const char* env_threads = std::getenv("OPENBLAS_NUM_THREADS");
   if (!env_threads || std::atoi(env_threads) <= 0) openblas_set_num_threads(1);
   const int threads = openblas_get_num_threads();
+  backend::cpu::onednn::set_threads(threads);  // oneDNN's OpenMP threads: as many as BLAS's
 
   const std::string spec = nn::preset_spec(mc, 256);
   long long vocab = 0, width = 0, context = 0;  // the preset's embed(vocab,width,context)

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/blas_core.h"
+#include "backend/cpu/onednn.h"
 #include "backend/ops.h"
 #include "config/config.h"
 #include "core/rng.h"
@@ -94,6 +96,7 @@ class SgemmStep {
 }  // namespace
 
 int main(int argc, char** argv) {
+  backend::cpu::fit_blas_core(argv);  // the BLAS core hpctrain would run (may re-execute, before MPI)
   const int steps = argc > 1 ? std::max(1, std::atoi(argv[1])) : 300;
   const int batch = argc > 2 ? std::max(1, std::atoi(argv[2])) : 64;
   const std::string only = argc > 3 ? argv[3] : "both";
@@ -105,6 +108,7 @@ int main(int argc, char** argv) {
   const char* env_threads = std::getenv("OPENBLAS_NUM_THREADS");
   if (!env_threads || std::atoi(env_threads) <= 0) openblas_set_num_threads(1);
   const int threads = openblas_get_num_threads();
+  backend::cpu::onednn::set_threads(threads);  // oneDNN's OpenMP threads: as many as BLAS's
   const std::vector<int> widths = {784, 512, 512, 10};
 
   nn::Model model(nn::preset_spec("mlp", {512, 512}, 10), Shape{1, 28, 28}, DType::F32, 1);

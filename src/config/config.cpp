@@ -37,10 +37,14 @@ std::vector<std::string> command_names() {
 }
 
 // HPCTRAIN_* variables that are not options and are read elsewhere: fault
-// injection (HPCTRAIN_FAULT*) and test hooks (HPCTRAIN_TEST*). Any other
+// injection (HPCTRAIN_FAULT*), test hooks (HPCTRAIN_TEST*), the CPU backend's
+// kernel switches read before the configuration (HPCTRAIN_CPU_CONV, _GEMM,
+// _ISA: backend/cpu/onednn.h, simd.h) and the BLAS core check's re-execution
+// marker (HPCTRAIN_BLAS_CORE_FIX, backend/cpu/blas_core.cpp). Any other
 // HPCTRAIN_* variable that names no option is an error, like an unknown
 // option: a misspelt HPCTRAIN_OPTIM_LRR must not be silently ignored.
-const std::vector<std::string> ENV_NOT_OPTIONS = {"HPCTRAIN_FAULT", "HPCTRAIN_TEST"};
+const std::vector<std::string> ENV_NOT_OPTIONS = {"HPCTRAIN_FAULT", "HPCTRAIN_TEST", "HPCTRAIN_CPU_",
+                                                  "HPCTRAIN_BLAS_CORE_FIX"};
 
 constexpr const char* HOW_TO_MAKE_DATA = "make one with `hpcdata pack --from mnist-idx DIR -o train.h5`";
 

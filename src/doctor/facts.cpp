@@ -81,10 +81,9 @@ void io(Io& a, T& v) {
     a.item(v.first);
     a.item(v.second);
   } else if constexpr (std::is_same_v<U, LibVersions>) {
-    for (auto* s :
-         {&v.hpctrain, &v.cuda_build, &v.cuda_runtime, &v.cuda_driver, &v.cudnn_build, &v.cudnn_runtime,
-          &v.nccl_build, &v.nccl_runtime, &v.mpi_build, &v.mpi_runtime, &v.hdf5_build, &v.hdf5_runtime,
-          &v.blas_core})
+    for (auto* s : {&v.hpctrain, &v.cuda_build, &v.cuda_runtime, &v.cuda_driver, &v.cudnn_build,
+                    &v.cudnn_runtime, &v.nccl_build, &v.nccl_runtime, &v.mpi_build, &v.mpi_runtime,
+                    &v.hdf5_build, &v.hdf5_runtime, &v.blas_core})
       a.item(*s);
     a.item(v.cuda_built);
     a.item(v.blas_lesser);

@@ -28,8 +28,8 @@ Tensor clone(const Tensor& t) {
 }
 
 // Runs `fn` on fresh copies of `inputs` with the default bodies and with the AVX-512 ones; returns both.
-std::pair<std::vector<Tensor>, std::vector<Tensor>> both(const std::vector<Tensor>& inputs,
-                                                         const std::function<void(std::vector<Tensor>&)>& fn) {
+std::pair<std::vector<Tensor>, std::vector<Tensor>> both(
+    const std::vector<Tensor>& inputs, const std::function<void(std::vector<Tensor>&)>& fn) {
   std::vector<Tensor> a, b;
   for (const Tensor& t : inputs) a.push_back(clone(t)), b.push_back(clone(t));
   simd::force_default(true);
@@ -51,20 +51,24 @@ TEST_F(CpuSimd, BatchNormIsBitwiseTheDefault) {
     const int64_t n = 5, c = 6;
     const Shape s{n, c, spatial};
     const Tensor x = test::random_tensor(s, DType::F32, 1, -3, 5), dy = test::random_tensor(s, DType::F32, 2);
-    const Tensor gamma = test::random_tensor(Shape{c}, DType::F32, 3), beta = test::random_tensor(Shape{c}, DType::F32, 4);
-    const Tensor mean = test::random_tensor(Shape{c}, DType::F32, 5), invstd = test::random_tensor(Shape{c}, DType::F32, 6, 0.5, 2);
-    auto [d, v] = both({Tensor(Shape{2 * c + 1}, DType::F64), Tensor(s, DType::F32), Tensor(Shape{2 * c}, DType::F64),
-                        Tensor(Shape{c}, DType::F32, Device::CPU), Tensor(Shape{c}, DType::F32), Tensor(s, DType::F32)},
-                       [&](std::vector<Tensor>& o) {
-                         backend::fill(o[3], 0.0);
-                         backend::fill(o[4], 0.0);
-                         backend::batchnorm_stats(x, c, spatial, o[0]);
-                         backend::batchnorm_normalize(x, mean, invstd, gamma, beta, c, spatial, o[1]);
-                         backend::batchnorm_backward_reduce(x, dy, mean, invstd, c, spatial, o[2], o[3], o[4]);
-                         backend::batchnorm_backward_dx(x, dy, mean, invstd, gamma, o[0], o[2], c, spatial, o[5]);
-                       });
+    const Tensor gamma = test::random_tensor(Shape{c}, DType::F32, 3),
+                 beta = test::random_tensor(Shape{c}, DType::F32, 4);
+    const Tensor mean = test::random_tensor(Shape{c}, DType::F32, 5),
+                 invstd = test::random_tensor(Shape{c}, DType::F32, 6, 0.5, 2);
+    auto [d, v] =
+        both({Tensor(Shape{2 * c + 1}, DType::F64), Tensor(s, DType::F32), Tensor(Shape{2 * c}, DType::F64),
+              Tensor(Shape{c}, DType::F32, Device::CPU), Tensor(Shape{c}, DType::F32), Tensor(s, DType::F32)},
+             [&](std::vector<Tensor>& o) {
+               backend::fill(o[3], 0.0);
+               backend::fill(o[4], 0.0);
+               backend::batchnorm_stats(x, c, spatial, o[0]);
+               backend::batchnorm_normalize(x, mean, invstd, gamma, beta, c, spatial, o[1]);
+               backend::batchnorm_backward_reduce(x, dy, mean, invstd, c, spatial, o[2], o[3], o[4]);
+               backend::batchnorm_backward_dx(x, dy, mean, invstd, gamma, o[0], o[2], c, spatial, o[5]);
+             });
     const char* names[] = {"stats", "normalize", "grad sums", "dgamma", "dbeta", "dx"};
-    for (size_t i = 0; i < d.size(); ++i) EXPECT_TRUE(same_bits(d[i], v[i])) << names[i] << ", spatial " << spatial;
+    for (size_t i = 0; i < d.size(); ++i)
+      EXPECT_TRUE(same_bits(d[i], v[i])) << names[i] << ", spatial " << spatial;
   }
 }
 
@@ -75,7 +79,8 @@ TEST_F(CpuSimd, AdamIsBitwiseTheDefault) {
     h.rule = rule;
     h.lr = 1e-3;
     h.weight_decay = 0.01;
-    const Tensor p = test::random_tensor(Shape{count}, DType::F32, 7), g = test::random_tensor(Shape{count}, DType::F32, 8);
+    const Tensor p = test::random_tensor(Shape{count}, DType::F32, 7),
+                 g = test::random_tensor(Shape{count}, DType::F32, 8);
     const Tensor m = test::random_tensor(Shape{count}, DType::F32, 9, -0.1, 0.1);
     const Tensor v = test::random_tensor(Shape{count}, DType::F32, 10, 0, 0.01);
     auto [d, w] = both({p, m, v}, [&](std::vector<Tensor>& o) {

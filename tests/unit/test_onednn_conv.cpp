@@ -30,13 +30,13 @@ struct Case {
 
 // Per-sample geometry of every convolution in the presets (MNIST 1×28×28, CIFAR-10 3×32×32).
 const Case CASES[] = {
-    {"lenet5 conv1", 1, 28, 28, 6, 5, 1, 2},      {"lenet5 conv2", 6, 14, 14, 16, 5, 1, 0},
-    {"cnn conv1 mnist", 1, 28, 28, 32, 3, 1, 1},  {"cnn conv2 mnist", 32, 14, 14, 64, 3, 1, 1},
-    {"cnn conv1 cifar", 3, 32, 32, 32, 3, 1, 1},  {"cnn conv2 cifar", 32, 16, 16, 64, 3, 1, 1},
-    {"resnet20 stem", 3, 32, 32, 16, 3, 1, 1},    {"resnet20 stage1", 16, 32, 32, 16, 3, 1, 1},
-    {"resnet20 down2", 16, 32, 32, 32, 3, 2, 1},  {"resnet20 stage2", 32, 16, 16, 32, 3, 1, 1},
-    {"resnet20 down3", 32, 16, 16, 64, 3, 2, 1},  {"resnet20 stage3", 64, 8, 8, 64, 3, 1, 1},
-    {"resnet20 proj2", 16, 32, 32, 32, 1, 2, 0},  {"resnet20 proj3", 32, 16, 16, 64, 1, 2, 0},
+    {"lenet5 conv1", 1, 28, 28, 6, 5, 1, 2},     {"lenet5 conv2", 6, 14, 14, 16, 5, 1, 0},
+    {"cnn conv1 mnist", 1, 28, 28, 32, 3, 1, 1}, {"cnn conv2 mnist", 32, 14, 14, 64, 3, 1, 1},
+    {"cnn conv1 cifar", 3, 32, 32, 32, 3, 1, 1}, {"cnn conv2 cifar", 32, 16, 16, 64, 3, 1, 1},
+    {"resnet20 stem", 3, 32, 32, 16, 3, 1, 1},   {"resnet20 stage1", 16, 32, 32, 16, 3, 1, 1},
+    {"resnet20 down2", 16, 32, 32, 32, 3, 2, 1}, {"resnet20 stage2", 32, 16, 16, 32, 3, 1, 1},
+    {"resnet20 down3", 32, 16, 16, 64, 3, 2, 1}, {"resnet20 stage3", 64, 8, 8, 64, 3, 1, 1},
+    {"resnet20 proj2", 16, 32, 32, 32, 1, 2, 0}, {"resnet20 proj3", 32, 16, 16, 64, 1, 2, 0},
 };
 
 constexpr int64_t BATCH = 3;
@@ -109,7 +109,8 @@ TEST_F(OnednnConv, AgreesWithTheLoweringOnEveryPresetShape) {
     // No dx: only the weight gradient, added once more.
     backend::conv2d_backward(t.x, t.w, t.dy, t.g, dw, Tensor());
     nn::lowered_conv2d_backward(t.x, t.w, t.dy, t.g, dw_ref, Tensor(), scratch);
-    expect_close(dw, dw_ref, 2 * BATCH * t.g.out_pixels(), std::string(c.where) + ": backward weights, no dx");
+    expect_close(dw, dw_ref, 2 * BATCH * t.g.out_pixels(),
+                 std::string(c.where) + ": backward weights, no dx");
   }
 }
 
@@ -142,7 +143,8 @@ TEST_F(OnednnConv, GradientsPassAFiniteDifferenceCheck) {
         const double down = loss();
         v = keep;
         const double numeric = (up - down) / (2 * h), analytic = grad.data<float>()[i];
-        EXPECT_NEAR(analytic, numeric, 2e-3 * (1 + std::fabs(numeric))) << c.where << ": " << name << "[" << i << "]";
+        EXPECT_NEAR(analytic, numeric, 2e-3 * (1 + std::fabs(numeric)))
+            << c.where << ": " << name << "[" << i << "]";
       }
     };
     check(t.x, dx, "dx");
@@ -175,7 +177,8 @@ TEST_F(OnednnConv, GemmInOnednnAgreesWithOpenblas) {
   for (bool ta : {false, true})
     for (bool tb : {false, true})
       for (double beta : {0.0, 1.0, 0.5}) {
-        const Tensor a = test::random_tensor(Shape{m * k}, DType::F32, 1), b = test::random_tensor(Shape{k * n}, DType::F32, 2);
+        const Tensor a = test::random_tensor(Shape{m * k}, DType::F32, 1),
+                     b = test::random_tensor(Shape{k * n}, DType::F32, 2);
         const Tensor c0 = test::random_tensor(Shape{m * n}, DType::F32, 3);
         Tensor c(c0.shape(), DType::F32), ref(c0.shape(), DType::F32), again(c0.shape(), DType::F32);
         backend::copy(c0, c);
@@ -183,10 +186,11 @@ TEST_F(OnednnConv, GemmInOnednnAgreesWithOpenblas) {
         backend::copy(c0, again);
         backend::gemm(ta, tb, m, n, k, 0.75, a, b, beta, c);
         backend::gemm(ta, tb, m, n, k, 0.75, a, b, beta, again);
-        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
-                    int(k), 0.75f, a.data<float>(), int(ta ? m : k), b.data<float>(), int(tb ? k : n), float(beta),
-                    ref.data<float>(), int(n));
-        const std::string what = "ta " + std::to_string(ta) + " tb " + std::to_string(tb) + " beta " + std::to_string(beta);
+        cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
+                    int(n), int(k), 0.75f, a.data<float>(), int(ta ? m : k), b.data<float>(), int(tb ? k : n),
+                    float(beta), ref.data<float>(), int(n));
+        const std::string what =
+            "ta " + std::to_string(ta) + " tb " + std::to_string(tb) + " beta " + std::to_string(beta);
         expect_close(c, ref, k, what);
         EXPECT_TRUE(same_bits(c, again)) << what;
       }

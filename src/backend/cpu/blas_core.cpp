@@ -65,8 +65,8 @@ double check_one(const Shape& s, bool corrupt, double& error) {
   fill_values(a, 11u + s.m);
   fill_values(b, 17u + s.n);
   const int lda = s.ta ? s.m : s.k, ldb = s.tb ? s.k : s.n;
-  cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, s.m, s.n, s.k,
-              1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), s.n);
+  cblas_sgemm(CblasRowMajor, s.ta ? CblasTrans : CblasNoTrans, s.tb ? CblasTrans : CblasNoTrans, s.m, s.n,
+              s.k, 1.f, a.data(), lda, b.data(), ldb, 0.f, c.data(), s.n);
   if (corrupt) c[c.size() / 2] += 0.5f;
   double worst = 0, magnitude = 0;
   for (int i = 0; i < s.m; ++i)
@@ -109,11 +109,16 @@ bool fitted = false;
 
 const char* speed_class_name(SpeedClass c) {
   switch (c) {
-    case SpeedClass::Sse: return "SSE";
-    case SpeedClass::Avx: return "AVX";
-    case SpeedClass::Avx2: return "AVX2";
-    case SpeedClass::Avx512: return "AVX-512";
-    case SpeedClass::Unknown: break;
+    case SpeedClass::Sse:
+      return "SSE";
+    case SpeedClass::Avx:
+      return "AVX";
+    case SpeedClass::Avx2:
+      return "AVX2";
+    case SpeedClass::Avx512:
+      return "AVX-512";
+    case SpeedClass::Unknown:
+      break;
   }
   return "unknown";
 }
@@ -162,16 +167,32 @@ SpeedClass core_class(const std::string& core) {
     SpeedClass cls;
   };
   // OpenBLAS 0.3.x's x86-64 DYNAMIC_ARCH cores (driver/others/dynamic.c), by the kernels they use.
-  static constexpr Entry TABLE[] = {
-      {"skylakex", SpeedClass::Avx512},   {"cooperlake", SpeedClass::Avx512}, {"sapphirerapids", SpeedClass::Avx512},
-      {"haswell", SpeedClass::Avx2},      {"zen", SpeedClass::Avx2},          {"sandybridge", SpeedClass::Avx},
-      {"bulldozer", SpeedClass::Avx},     {"piledriver", SpeedClass::Avx},    {"steamroller", SpeedClass::Avx},
-      {"excavator", SpeedClass::Avx},     {"prescott", SpeedClass::Sse},      {"core2", SpeedClass::Sse},
-      {"penryn", SpeedClass::Sse},        {"dunnington", SpeedClass::Sse},    {"nehalem", SpeedClass::Sse},
-      {"atom", SpeedClass::Sse},          {"opteron", SpeedClass::Sse},       {"opteron_sse3", SpeedClass::Sse},
-      {"barcelona", SpeedClass::Sse},     {"bobcat", SpeedClass::Sse},        {"nano", SpeedClass::Sse},
-      {"katmai", SpeedClass::Sse},        {"coppermine", SpeedClass::Sse},    {"northwood", SpeedClass::Sse},
-      {"banias", SpeedClass::Sse},        {"athlon", SpeedClass::Sse}};
+  static constexpr Entry TABLE[] = {{"skylakex", SpeedClass::Avx512},
+                                    {"cooperlake", SpeedClass::Avx512},
+                                    {"sapphirerapids", SpeedClass::Avx512},
+                                    {"haswell", SpeedClass::Avx2},
+                                    {"zen", SpeedClass::Avx2},
+                                    {"sandybridge", SpeedClass::Avx},
+                                    {"bulldozer", SpeedClass::Avx},
+                                    {"piledriver", SpeedClass::Avx},
+                                    {"steamroller", SpeedClass::Avx},
+                                    {"excavator", SpeedClass::Avx},
+                                    {"prescott", SpeedClass::Sse},
+                                    {"core2", SpeedClass::Sse},
+                                    {"penryn", SpeedClass::Sse},
+                                    {"dunnington", SpeedClass::Sse},
+                                    {"nehalem", SpeedClass::Sse},
+                                    {"atom", SpeedClass::Sse},
+                                    {"opteron", SpeedClass::Sse},
+                                    {"opteron_sse3", SpeedClass::Sse},
+                                    {"barcelona", SpeedClass::Sse},
+                                    {"bobcat", SpeedClass::Sse},
+                                    {"nano", SpeedClass::Sse},
+                                    {"katmai", SpeedClass::Sse},
+                                    {"coppermine", SpeedClass::Sse},
+                                    {"northwood", SpeedClass::Sse},
+                                    {"banias", SpeedClass::Sse},
+                                    {"athlon", SpeedClass::Sse}};
   const std::string key = lower(core);
   for (const Entry& e : TABLE)
     if (key == e.name) return e.cls;
@@ -180,17 +201,23 @@ SpeedClass core_class(const std::string& core) {
 
 const char* best_core_for(SpeedClass c) {
   switch (c) {
-    case SpeedClass::Avx512: return "SkylakeX";  // Cooperlake adds only bf16 kernels: same sgemm
-    case SpeedClass::Avx2: return "Haswell";
-    case SpeedClass::Avx: return "Sandybridge";
-    default: return "";
+    case SpeedClass::Avx512:
+      return "SkylakeX";  // Cooperlake adds only bf16 kernels: same sgemm
+    case SpeedClass::Avx2:
+      return "Haswell";
+    case SpeedClass::Avx:
+      return "Sandybridge";
+    default:
+      return "";
   }
 }
 
 SelfCheck sgemm_self_check(bool corrupt) {
   // Odd sizes reach the kernels' edge code; the last is large enough for the blocked path.
-  static constexpr Shape SHAPES[] = {
-      {67, 45, 131, false, false}, {33, 70, 129, true, false}, {50, 37, 96, false, true}, {160, 144, 256, false, false}};
+  static constexpr Shape SHAPES[] = {{67, 45, 131, false, false},
+                                     {33, 70, 129, true, false},
+                                     {50, 37, 96, false, true},
+                                     {160, 144, 256, false, false}};
   SelfCheck r;
   double worst = 0;
   bool first = true;
@@ -231,7 +258,8 @@ void fit_blas_core(char** argv) {
   if (argv != nullptr && arrow != std::string::npos) {
     const std::string from = mark.substr(0, arrow);
     const size_t bang = mark.find('!', arrow);
-    const std::string to = mark.substr(arrow + 1, bang == std::string::npos ? std::string::npos : bang - arrow - 1);
+    const std::string to =
+        mark.substr(arrow + 1, bang == std::string::npos ? std::string::npos : bang - arrow - 1);
     const std::string from_text = "OpenBLAS chose " + from + " " + class_tag(core_class(from));
     if (bang != std::string::npos) {  // back on the library's choice after TO failed
       r.check = sgemm_self_check();
@@ -262,8 +290,9 @@ void fit_blas_core(char** argv) {
   const bool lesser = r.core_speed != SpeedClass::Unknown && r.core_speed < r.cpu_speed;
   if (user_set)
     r.why = "set by the user (" + std::string(CORETYPE) + "=" + env + ")" +
-            (lesser && *best_core_for(r.cpu_speed) ? "; the CPU could run " + std::string(best_core_for(r.cpu_speed))
-                                                   : "");
+            (lesser && *best_core_for(r.cpu_speed)
+                 ? "; the CPU could run " + std::string(best_core_for(r.cpu_speed))
+                 : "");
   else if (!dynamic_arch)
     r.why = "fixed by this OpenBLAS build (not DYNAMIC_ARCH)";
   else if (lesser && argv == nullptr)

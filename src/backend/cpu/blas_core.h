@@ -53,7 +53,7 @@ SelfCheck sgemm_self_check(bool corrupt = false);
 
 // What the start-up check decided.
 struct BlasCore {
-  std::string core;        // in use (openblas_get_corename)
+  std::string core;  // in use (openblas_get_corename)
   SpeedClass core_speed = SpeedClass::Unknown;
   SpeedClass cpu_speed = SpeedClass::Unknown;
   std::string cpu;         // CpuIsa::text()

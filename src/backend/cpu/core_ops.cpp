@@ -30,7 +30,8 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
   const auto op_b = tb ? CblasTrans : CblasNoTrans;
   const int lda = static_cast<int>(ta ? m : k), ldb = static_cast<int>(tb ? k : n), ldc = static_cast<int>(n);
   if (c.dtype() == DType::F32 && onednn::matmul_wins(m, n, k))
-    onednn::matmul(ta, tb, m, n, k, float(alpha), a.data<float>(), b.data<float>(), float(beta), c.data<float>());
+    onednn::matmul(ta, tb, m, n, k, float(alpha), a.data<float>(), b.data<float>(), float(beta),
+                   c.data<float>());
   else if (c.dtype() == DType::F32)
     cblas_sgemm(CblasRowMajor, op_a, op_b, int(m), int(n), int(k), float(alpha), a.data<float>(), lda,
                 b.data<float>(), ldb, float(beta), c.data<float>(), ldc);

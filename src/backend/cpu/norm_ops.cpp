@@ -106,17 +106,19 @@ template <typename T>
 [[gnu::always_inline]] inline void normalize_row(const T* in, T* out, int64_t n, T mu, T gain, T shift) {
   for (int64_t k = 0; k < n; ++k) out[k] = (in[k] - mu) * gain + shift;
 }
-HPC_AVX512 void normalize_row_avx512(const float* in, float* out, int64_t n, float mu, float gain, float shift) {
+HPC_AVX512 void normalize_row_avx512(const float* in, float* out, int64_t n, float mu, float gain,
+                                     float shift) {
   normalize_row(in, out, n, mu, gain, shift);
 }
 
 // dx = k1·dy + k2·(x − mean) + k3 over one row.
 template <typename T>
-[[gnu::always_inline]] inline void dx_row(const T* xr, const T* gr, T* out, int64_t n, T k1, T k2, T k3, T mu) {
+[[gnu::always_inline]] inline void dx_row(const T* xr, const T* gr, T* out, int64_t n, T k1, T k2, T k3,
+                                          T mu) {
   for (int64_t k = 0; k < n; ++k) out[k] = k1 * gr[k] + k2 * (xr[k] - mu) + k3;
 }
-HPC_AVX512 void dx_row_avx512(const float* xr, const float* gr, float* out, int64_t n, float k1, float k2, float k3,
-                              float mu) {
+HPC_AVX512 void dx_row_avx512(const float* xr, const float* gr, float* out, int64_t n, float k1, float k2,
+                              float k3, float mu) {
   dx_row(xr, gr, out, n, k1, k2, k3, mu);
 }
 

@@ -12,7 +12,7 @@ namespace hpc::backend::cpu::simd {
 namespace {
 
 bool cpu_allows() {
-#if defined(__x86_64__) && defined(__GNUC__)
+#if HPC_SIMD_AVX512
   static const bool yes = [] {
     const CpuIsa isa = cpu_isa();
     const char* v = std::getenv("HPCTRAIN_CPU_ISA");

@@ -11,9 +11,15 @@
 // HPCTRAIN_CPU_ISA=avx2 keeps the default bodies (comparisons).
 #pragma once
 
-#if defined(__x86_64__) && defined(__GNUC__)
+// Only where the default bodies have FMA too (ARCH_FLAGS x86-64-v3 or later):
+// the compiler contracts a·b + c into one FMA in both bodies alike then,
+// while an AVX-512 body beside an FMA-less default (x86-64-v2) would round
+// differently. Elsewhere the default bodies run everywhere.
+#if defined(__x86_64__) && defined(__GNUC__) && defined(__FMA__)
+#define HPC_SIMD_AVX512 1
 #define HPC_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 #else
+#define HPC_SIMD_AVX512 0
 #define HPC_AVX512
 #endif
 

@@ -1,6 +1,6 @@
 // 2-D convolution (NCHW, square kernel): argument checks, shapes and
 // parameters here; the computation is conv_lowering.h's conv2d_forward/backward:
-// the device's convolution library where it takes the tensors (cuDNN), else
+// the device's convolution library where it takes the tensors (cuDNN, oneDNN), else
 // im2col + GEMM.
 #include "core/error.h"
 #include "nn/layers/conv_lowering.h"

@@ -2,7 +2,7 @@
 // backend ops only (im2col, gemm, swap_leading_dims, col2im), so it runs on
 // the device of its tensors. Conv2d uses it wherever the device's
 // convolution library does not take the tensors (backend::conv2d_supported:
-// no oneDNN in this CPU build, a parameter view cuDNN cannot align); it is
+// float64 or a CPU build without oneDNN, a parameter view cuDNN cannot align); it is
 // also the reference the library paths are tested against.
 //
 // Same tensors and contract as backend::conv2d_forward/backward: no bias

@@ -45,7 +45,7 @@ class Linear final : public Layer {
   Tensor weight_, bias_, dweight_, dbias_;
 };
 
-// Convolution: the device's library where it takes the tensors (cuDNN,
+// Convolution: the device's library where it takes the tensors (cuDNN, oneDNN:
 // backend::conv2d_*), else im2col + GEMM (conv_lowering.h), the columns of a
 // chunk of samples side by side ([C·k·k, n·Ho·Wo]) so each chunk is ONE large
 // GEMM, the chunk size bounded by a column budget so memory stays bounded for

@@ -72,10 +72,10 @@ struct Plan {
   dnnl::convolution_forward fwd;
   dnnl::convolution_backward_data bwd_data;
   dnnl::convolution_backward_weights bwd_weights;
-  Staged f_src, f_wei, f_dst;                      // forward
-  Staged d_ddst, d_wei, d_dsrc;                    // backward data
-  Staged w_src, w_ddst, w_dwei;                    // backward weights
-  std::unique_ptr<memory> dweight_plain;           // the weight gradient before it is added
+  Staged f_src, f_wei, f_dst;             // forward
+  Staged d_ddst, d_wei, d_dsrc;           // backward data
+  Staged w_src, w_ddst, w_dwei;           // backward weights
+  std::unique_ptr<memory> dweight_plain;  // the weight gradient before it is added
   int64_t weight_count = 0;
 };
 
@@ -91,13 +91,15 @@ Plan make_plan(int64_t batch, const kernels::ConvShape& g, int64_t oc) {
   const auto algo = dnnl::algorithm::convolution_direct;
 
   const dnnl::convolution_forward::primitive_desc fpd(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src_any, wei_any, dst_any, strides,
-                                      pad, pad),
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src_any, wei_any, dst_any,
+                                      strides, pad, pad),
       engine());
   const dnnl::convolution_backward_data::primitive_desc dpd(
-      dnnl::convolution_backward_data::desc(algo, src_any, wei_any, dst_any, strides, pad, pad), engine(), fpd);
+      dnnl::convolution_backward_data::desc(algo, src_any, wei_any, dst_any, strides, pad, pad), engine(),
+      fpd);
   const dnnl::convolution_backward_weights::primitive_desc wpd(
-      dnnl::convolution_backward_weights::desc(algo, src_any, wei_any, dst_any, strides, pad, pad), engine(), fpd);
+      dnnl::convolution_backward_weights::desc(algo, src_any, wei_any, dst_any, strides, pad, pad), engine(),
+      fpd);
 
   Plan p;
   p.fwd = dnnl::convolution_forward(fpd);
@@ -129,7 +131,9 @@ Plan& plan_for(int64_t batch, const kernels::ConvShape& g, int64_t oc) {
   return it->second;
 }
 
-int64_t out_channels(const Tensor& weight, const kernels::ConvShape& g) { return weight.count() / g.col_rows(); }
+int64_t out_channels(const Tensor& weight, const kernels::ConvShape& g) {
+  return weight.count() / g.col_rows();
+}
 
 bool switched_off() {
   const char* v = std::getenv("HPCTRAIN_CPU_CONV");
@@ -154,19 +158,35 @@ bool enabled() {
 
 std::string describe() {
   const dnnl_version_t* v = dnnl_version();
-  std::string s = "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." +
-                  std::to_string(v->patch);
+  std::string s =
+      "oneDNN " + std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch);
   if (!enabled()) return s + " off (HPCTRAIN_CPU_CONV=lowering): convolutions lowered to GEMM";
   const char* isa = "?";
   switch (dnnl::get_effective_cpu_isa()) {
-    case dnnl::cpu_isa::sse41: isa = "SSE4.1"; break;
-    case dnnl::cpu_isa::avx: isa = "AVX"; break;
-    case dnnl::cpu_isa::avx2: isa = "AVX2"; break;
-    case dnnl::cpu_isa::avx512_core: isa = "AVX-512"; break;
-    case dnnl::cpu_isa::avx512_core_vnni: isa = "AVX-512 VNNI"; break;
-    case dnnl::cpu_isa::avx512_core_bf16: isa = "AVX-512 BF16"; break;
-    case dnnl::cpu_isa::avx512_core_amx: isa = "AVX-512 AMX"; break;
-    default: isa = "other"; break;
+    case dnnl::cpu_isa::sse41:
+      isa = "SSE4.1";
+      break;
+    case dnnl::cpu_isa::avx:
+      isa = "AVX";
+      break;
+    case dnnl::cpu_isa::avx2:
+      isa = "AVX2";
+      break;
+    case dnnl::cpu_isa::avx512_core:
+      isa = "AVX-512";
+      break;
+    case dnnl::cpu_isa::avx512_core_vnni:
+      isa = "AVX-512 VNNI";
+      break;
+    case dnnl::cpu_isa::avx512_core_bf16:
+      isa = "AVX-512 BF16";
+      break;
+    case dnnl::cpu_isa::avx512_core_amx:
+      isa = "AVX-512 AMX";
+      break;
+    default:
+      isa = "other";
+      break;
   }
   return s + " (ISA " + isa + "): convolutions";
 }
@@ -195,11 +215,15 @@ void convolve_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, 
     {
       memory src = p.w_src.in(s, x.raw()), ddst = p.w_ddst.in(s, dy.raw());
       memory dwei = p.w_dwei.needed ? *p.w_dwei.buffer : *p.dweight_plain;
-      p.bwd_weights.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, dwei}});
+      p.bwd_weights.execute(s,
+                            {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, dwei}});
       if (p.w_dwei.needed) p.w_dwei.to_plain.execute(s, dwei, *p.dweight_plain);
     }
     if (dx.defined()) {
-      memory ddst = p.d_ddst.in(s, dy.raw()), wei = p.d_wei.in(s, weight.raw()), dsrc = p.d_dsrc.out(dx.raw());
+      // dy in the blocked layout once for both halves when they want the same one (they do on AVX-512).
+      const bool shared = p.d_ddst.needed && p.w_ddst.needed && p.d_ddst.inner == p.w_ddst.inner;
+      memory ddst = shared ? *p.w_ddst.buffer : p.d_ddst.in(s, dy.raw());
+      memory wei = p.d_wei.in(s, weight.raw()), dsrc = p.d_dsrc.out(dx.raw());
       p.bwd_data.execute(s, {{DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DIFF_SRC, dsrc}});
       p.d_dsrc.finish(s, dx.raw());
     }
