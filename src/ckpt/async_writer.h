@@ -38,6 +38,7 @@ struct WriteResult {
   bool disk_full = false;  // IoError (ENOSPC, EDQUOT): the run must stop
   std::string error;       // what() of the failure
   double seconds = 0;      // the write, prune included
+  double start_s = 0;      // when it began (steady clock, seconds since its epoch: timelines)
   double bytes = 0;
   std::vector<std::string> prune_lines;
 };
