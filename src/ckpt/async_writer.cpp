@@ -14,6 +14,7 @@ WriteResult run_write_job(const WriteJob& job) {
   const auto t0 = std::chrono::steady_clock::now();
   WriteResult r;
   r.step = job.step, r.path = job.path, r.why = job.why;
+  r.stall_s = job.stall_s;
   r.start_s = std::chrono::duration<double>(t0.time_since_epoch()).count();
   try {
     write_checkpoint(job.path, job.checkpoint);

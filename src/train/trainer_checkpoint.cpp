@@ -290,8 +290,9 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
       const double s0 = std::chrono::duration<double>(t0.time_since_epoch()).count();
       tracer_->span("checkpoint", "checkpoint snapshot, step " + std::to_string(step_), s0,
                     std::chrono::duration<double>(Clock::now().time_since_epoch()).count());
+      job.stall_s = seconds_between(t0, Clock::now());
+      status[1] = job.stall_s;
       writer_->start(std::move(job));
-      status[1] = seconds_between(t0, Clock::now());
     } else {
       const ckpt::WriteResult r = ckpt::run_write_job(job);
       const int failed = report_write(r, false);
@@ -316,7 +317,10 @@ int Trainer::report_write(const ckpt::WriteResult& r, bool background) {
     last_write_seconds_ = r.seconds;
     for (const std::string& line : r.prune_lines) progress_->line("checkpoint: " + line);
     char took[64];
-    std::snprintf(took, sizeof took, background ? "%.2f s in the background" : "%.2f s", r.seconds);
+    if (background)
+      std::snprintf(took, sizeof took, "%.2f s in the background, training stalled %.3f s", r.seconds, r.stall_s);
+    else
+      std::snprintf(took, sizeof took, "%.2f s", r.seconds);
     progress_->line("checkpoint: " + r.path + " (step " + std::to_string(r.step) + ", " + r.why + ", " +
                     format_bytes(r.bytes) + ", " + took + ")");
     return 0;
