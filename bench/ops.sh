@@ -53,15 +53,15 @@ for spec in "gpt-small 40 10 4" "gpt2-124m 5 2 1"; do
   t_sync=$(run_timed "$tmp/sync.log" "$hp" "${extra[@]}" --run.dir "$tmp/sync" --ckpt.every_steps "$every" --ckpt.async false)
   t_async=$(run_timed "$tmp/async.log" "$hp" "${extra[@]}" --run.dir "$tmp/async" --ckpt.every_steps "$every")
   params=$(grep -oP 'total parameters: \K[0-9]+' "$tmp/none.log" | awk '{ printf "%.1fM", $1 / 1e6 }')
-  mean() { awk '{ s += $1; n++ } END { printf "%.4f %d", n ? s / n : 0, n }'; }
+  mean() { awk '{ s += $1; n++ } END { printf "%.4f %d\n", n ? s / n : 0, n }'; }
   read -r sync_stall k < <(grep -oP '^checkpoint: .*every [0-9]+ steps, [0-9.]+ [kMG]B, \K[0-9.]+(?= s\))' "$tmp/sync.log" | mean)
   read -r async_stall _ < <(grep -oP 'training stalled \K[0-9.]+(?= s\))' "$tmp/async.log" | mean)
   read -r async_write _ < <(grep -oP ', \K[0-9.]+(?= s in the background)' "$tmp/async.log" | mean)
-  waited=$(grep -oP '^checkpoint: waited \K[0-9.]+' "$tmp/async.log" | awk '{ s += $1 } END { printf "%.2f", s }')
+  waited=$({ grep -oP '^checkpoint: waited \K[0-9.]+' "$tmp/async.log" || true; } | awk '{ s += $1 } END { printf "%.2f", s }')
   awk -v m="$preset" -v p="$params" -v k="$k" -v a="$t_none" -v b="$t_sync" -v c="$t_async" -v ss="$sync_stall" \
-      -v as="$async_stall" -v aw="$async_write" -v w="$waited" 'BEGIN {
+      -v st="$async_stall" -v wr="$async_write" -v w="$waited" 'BEGIN {
     printf "%-10s %7s %5d %9.2f %9.2f %9.2f %10.3f s %10.4f s %10.3f s %7.4f   (waits for a write in flight: %s s)\n",
-           m, p, k, a, b, c, ss, as, aw, ss > 0 ? as / ss : 0, w }'
+           m, p, k, a, b, c, ss, st, wr, (ss > 0 ? st / ss : 0), w }'
   rm -rf "$tmp/none" "$tmp/sync" "$tmp/async"
 done
 
