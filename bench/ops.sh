@@ -9,7 +9,8 @@
 #      time of each whole run; target: async stall ≤ 10% of the sync write;
 #   2. the timeline's overhead (--log.trace on every step vs off), mlp and
 #      gpt-small, 2 ranks: throughput from metrics.jsonl (first window left out).
-# Prints the CPU model and flags, and the BLAS core (OPENBLAS_VERBOSE=2).
+# OPS_BENCH=ckpt or trace runs one part. Prints the CPU model and flags, and the BLAS core
+# (OPENBLAS_VERBOSE=2).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
@@ -37,6 +38,8 @@ run_timed() {  # run_timed LOG args…: prints the wall seconds
   secs "$t0" "$t1"
 }
 
+only=${OPS_BENCH:-all}  # all | ckpt | trace
+if [ "$only" != trace ]; then
 echo
 echo "## checkpoint stall (1 rank)"
 # The stall is what the trainer measures at the step boundary: for a synchronous save the whole
@@ -65,6 +68,8 @@ for spec in "gpt-small 40 10 4" "gpt2-124m 5 2 1"; do
   rm -rf "$tmp/none" "$tmp/sync" "$tmp/async"
 done
 
+fi
+[ "$only" = ckpt ] && exit 0
 echo
 echo "## trace overhead (2 ranks, every step traced)"
 printf '%-10s %14s %14s %8s\n' model "off items/s" "on items/s" "on/off"
@@ -72,20 +77,21 @@ for spec in "mlp 300 $data_mnist" "gpt-small 40 $tmp/text.h5"; do
   read -r preset steps data <<<"$spec"
   base=(--model.preset "$preset" --train.steps "$steps" --data.path "$data" --log.every 5 --log.progress plain
         --train.batch_size 8)
-  for mode in off on; do
+  for mode in off on off2 on2; do
     extra=()
-    [ $mode = on ] && extra=(--log.trace "$tmp/trace.json" --log.trace_steps "1:$steps")
+    [ "${mode%2}" = on ] && extra=(--log.trace "$tmp/trace.json" --log.trace_steps "1:$steps")
     mpirun -np 2 --oversubscribe --bind-to none "$hp" "${base[@]}" "${extra[@]}" --run.dir "$tmp/t-$mode" >"$tmp/t-$mode.log" 2>&1 ||
       { cat "$tmp/t-$mode.log"; exit 1; }
   done
-  "$python" - "$preset" "$tmp/t-off/metrics.jsonl" "$tmp/t-on/metrics.jsonl" <<'PY'
+  "$python" - "$preset" "$tmp"/t-{off,on,off2,on2}/metrics.jsonl <<'PY'
 import json, sys
 def rate(p):
     rows = [json.loads(l) for l in open(p) if '"samples_per_s"' in l]
     rows = rows[1:]  # the first window holds start-up
     return sum(r["samples_per_s"] for r in rows) / len(rows)
-off, on = rate(sys.argv[2]), rate(sys.argv[3])
-print(f"{sys.argv[1]:<10} {off:14.1f} {on:14.1f} {on / off:8.3f}")
+off1, on1, off2, on2 = (rate(p) for p in sys.argv[2:])
+off, on = (off1 + off2) / 2, (on1 + on2) / 2
+print(f"{sys.argv[1]:<10} {off:14.1f} {on:14.1f} {on / off:8.3f}   (runs off {off1:.1f} / {off2:.1f}, on {on1:.1f} / {on2:.1f})")
 PY
-  rm -rf "$tmp/t-off" "$tmp/t-on"
+  rm -rf "$tmp"/t-*
 done
