@@ -44,7 +44,6 @@ void AsyncWriter::start(WriteJob job) {
   thread_ = std::thread([this] {
     FaultStepScope at_step(job_.step);
     result_ = run_write_job(job_);
-    job_.checkpoint = Checkpoint();  // the snapshot's memory goes back before the next one is taken
     done_.store(true, std::memory_order_release);
   });
 }
@@ -57,6 +56,8 @@ std::optional<WriteResult> AsyncWriter::poll() {
 std::optional<WriteResult> AsyncWriter::wait() {
   if (!thread_.joinable()) return std::nullopt;
   thread_.join();
+  spare_ = std::move(job_.checkpoint);
+  job_.checkpoint = Checkpoint();
   return std::move(result_);
 }
 

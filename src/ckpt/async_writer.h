@@ -64,6 +64,10 @@ class AsyncWriter {
   std::optional<WriteResult> poll();
   // Blocks until the write in flight is done; its result (nothing when none was in flight).
   std::optional<WriteResult> wait();
+  // The finished write's snapshot (after poll()/wait() returned it): its host
+  // tensors are reused by the next ckpt::capture, so a snapshot writes into
+  // memory that is already touched instead of allocating and faulting it in.
+  Checkpoint take_spare() { return std::move(spare_); }
 
  private:
   std::thread thread_;
@@ -71,6 +75,7 @@ class AsyncWriter {
   int64_t step_ = 0;
   WriteJob job_;
   WriteResult result_;
+  Checkpoint spare_;
 };
 
 }  // namespace hpc::ckpt

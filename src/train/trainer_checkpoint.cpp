@@ -250,7 +250,9 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
     if (const int failed = collect_write(true)) status[0] = 0, status[2] = failed;
     const double* g = all.data<double>();
     ckpt::WriteJob job;
+    if (background) job.checkpoint = writer_->take_spare();  // the last snapshot's memory, reused
     ckpt::Checkpoint& c = job.checkpoint;
+    c.log_window.clear();
     for (int r = 0; r < world; ++r) {
       HPC_ASSERT(g[5 * r + 4] == static_cast<double>(step_), "ranks are at different steps at a checkpoint");
       c.log_window.push_back({g[5 * r], g[5 * r + 1], g[5 * r + 2], g[5 * r + 3]});
