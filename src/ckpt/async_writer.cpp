@@ -14,6 +14,8 @@ WriteResult run_write_job(const WriteJob& job) {
   const auto t0 = std::chrono::steady_clock::now();
   WriteResult r;
   r.step = job.step, r.path = job.path, r.why = job.why;
+  r.stall_s = job.stall_s;
+  r.start_s = std::chrono::duration<double>(t0.time_since_epoch()).count();
   try {
     write_checkpoint(job.path, job.checkpoint);
     r.prune_lines = prune(job.dir, job.step, job.keep);
@@ -42,7 +44,6 @@ void AsyncWriter::start(WriteJob job) {
   thread_ = std::thread([this] {
     FaultStepScope at_step(job_.step);
     result_ = run_write_job(job_);
-    job_.checkpoint = Checkpoint();  // the snapshot's memory goes back before the next one is taken
     done_.store(true, std::memory_order_release);
   });
 }
@@ -55,6 +56,8 @@ std::optional<WriteResult> AsyncWriter::poll() {
 std::optional<WriteResult> AsyncWriter::wait() {
   if (!thread_.joinable()) return std::nullopt;
   thread_.join();
+  spare_ = std::move(job_.checkpoint);
+  job_.checkpoint = Checkpoint();
   return std::move(result_);
 }
 

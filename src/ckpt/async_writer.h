@@ -28,6 +28,7 @@ struct WriteJob {
   std::string path, dir, why;
   int64_t step = 0;
   int keep = 1;
+  double stall_s = 0;  // what taking the snapshot cost training at the step boundary (reported with the result)
   Checkpoint checkpoint;
 };
 
@@ -38,6 +39,8 @@ struct WriteResult {
   bool disk_full = false;  // IoError (ENOSPC, EDQUOT): the run must stop
   std::string error;       // what() of the failure
   double seconds = 0;      // the write, prune included
+  double start_s = 0;
+  double stall_s = 0;      // WriteJob::stall_s      // when it began (steady clock, seconds since its epoch: timelines)
   double bytes = 0;
   std::vector<std::string> prune_lines;
 };
@@ -61,6 +64,10 @@ class AsyncWriter {
   std::optional<WriteResult> poll();
   // Blocks until the write in flight is done; its result (nothing when none was in flight).
   std::optional<WriteResult> wait();
+  // The finished write's snapshot (after poll()/wait() returned it): its host
+  // tensors are reused by the next ckpt::capture, so a snapshot writes into
+  // memory that is already touched instead of allocating and faulting it in.
+  Checkpoint take_spare() { return std::move(spare_); }
 
  private:
   std::thread thread_;
@@ -68,6 +75,7 @@ class AsyncWriter {
   int64_t step_ = 0;
   WriteJob job_;
   WriteResult result_;
+  Checkpoint spare_;
 };
 
 }  // namespace hpc::ckpt

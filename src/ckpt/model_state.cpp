@@ -22,6 +22,28 @@ Tensor host_f32(const Tensor& t) {
   return out;
 }
 
+// host_f32(t), written into `reuse` when that is a host float32 tensor of t's size
+// (the previous snapshot's memory: already touched, so a snapshot is one copy).
+Tensor host_f32_into(const Tensor& t, const Tensor& reuse) {
+  if (t.dtype() != DType::F32 || !reuse.defined() || reuse.dtype() != DType::F32 ||
+      reuse.device() != Device::CPU || reuse.count() != t.count())
+    return host_f32(t);
+  Tensor out = reuse.view(t.shape());
+  backend::copy(t, out);
+  return out;
+}
+
+std::vector<NamedTensor> capture_named(const std::vector<std::pair<std::string, Tensor>>& from,
+                                       std::vector<NamedTensor> previous) {
+  std::vector<NamedTensor> out;
+  for (size_t i = 0; i < from.size(); ++i) {
+    const auto& [name, t] = from[i];
+    const bool same = i < previous.size() && previous[i].name == name;
+    out.push_back({name, host_f32_into(t, same ? previous[i].value : Tensor())});
+  }
+  return out;
+}
+
 // dst (any device and float dtype) = the host float32 values of src.
 void assign(const Tensor& dst, const Tensor& src, const std::string& name) {
   HPC_ASSERT(dst.count() == src.count() && src.dtype() == DType::F32 && src.device() == Device::CPU,
@@ -42,9 +64,15 @@ const NamedTensor& find(const std::vector<NamedTensor>& v, const std::string& na
 }  // namespace
 
 void capture(const Tensor& params, nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c) {
-  std::vector<std::pair<std::string, Tensor>> state;
-  for (auto& [name, t] : optimizer.state()) state.emplace_back(name, host_f32(t));
-  capture(host_f32(params), model, state, optimizer.steps_taken(), c);
+  HPC_ASSERT(params.count() == model.num_params(), "checkpoint: the parameter buffer does not fit the model");
+  c.spec = model.spec();
+  c.input_shape = model.input_shape();
+  c.params = host_f32_into(params, c.params).view(Shape{params.count()});
+  c.param_entries.clear();
+  for (const nn::ParamInfo& p : model.param_info()) c.param_entries.push_back({p.name, p.offset, p.shape});
+  c.buffers = capture_named(model.buffers(), std::move(c.buffers));
+  c.optimizer_state = capture_named(optimizer.state(), std::move(c.optimizer_state));
+  c.optimizer_steps = optimizer.steps_taken();
 }
 
 void capture(const Tensor& params, nn::Model& model, const std::vector<std::pair<std::string, Tensor>>& state,
@@ -56,8 +84,7 @@ void capture(const Tensor& params, nn::Model& model, const std::vector<std::pair
   c.params = own(params).view(Shape{params.count()});
   c.param_entries.clear();
   for (const nn::ParamInfo& p : model.param_info()) c.param_entries.push_back({p.name, p.offset, p.shape});
-  c.buffers.clear();
-  for (auto& [name, t] : model.buffers()) c.buffers.push_back({name, host_f32(t)});
+  c.buffers = capture_named(model.buffers(), std::move(c.buffers));
   c.optimizer_state.clear();
   for (const auto& [name, t] : state) {
     HPC_ASSERT(t.count() == model.num_params(), "checkpoint: optimizer state '" + name + "' is not whole");

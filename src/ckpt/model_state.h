@@ -19,6 +19,8 @@ namespace hpc::ckpt {
 // buffer that holds the trained values in full precision: the optimizer's
 // (a 16-bit model's fp32 master weights, else the model's own). Tensors may
 // live on the GPU and be 16-bit; they are converted on their device first.
+// Host tensors already in `c` of the right size (an earlier snapshot's) are
+// reused: the asynchronous writer hands its finished snapshot back for this.
 void capture(const Tensor& params, nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c);
 // The same from whole-buffer tensors the caller already holds (ZeRO: rank 0's gathered host float32
 // copies of the sharded state, taken over without another copy).

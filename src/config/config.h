@@ -124,6 +124,8 @@ struct DistConfig {
 struct LogConfig {
   int64_t every = 50;                            // steps between step-table lines
   ProgressStyle progress = ProgressStyle::Auto;  // auto: a bar on a TTY
+  std::string trace;                             // Chrome-trace JSON of every rank's timeline; "" = off
+  std::string trace_steps = "1:20";              // A:B, the traced steps (train/trace.h)
 };
 
 struct CkptConfig {

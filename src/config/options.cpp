@@ -352,6 +352,10 @@ std::vector<OptionSpec> build_table() {
 
       number("log.every", FIELD(log.every), AT_LEAST_ONE, "steps between step-table lines"),
       choice("log.progress", FIELD(log.progress), "auto: a bar on a TTY, plain lines otherwise"),
+      text("log.trace", FIELD(log.trace), P::ANY_TEXT, "FILE",
+           "write a Chrome-trace JSON timeline of every rank (Perfetto, chrome://tracing) to FILE; empty = off"),
+      text("log.trace_steps", FIELD(log.trace_steps), P::NON_EMPTY, "A:B",
+           "the steps (1-based, inclusive) log.trace records"),
 
       number("ckpt.every_steps", FIELD(ckpt.every_steps), NON_NEGATIVE,
              "checkpoint every this many optimizer steps; 0 = off"),

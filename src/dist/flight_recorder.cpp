@@ -71,6 +71,17 @@ void FlightRecorder::completed(uint64_t seq) {
   }
 }
 
+std::vector<FlightRecorder::Entry> FlightRecorder::completed_after(uint64_t seq) {
+  std::vector<Entry> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  const uint64_t n = recorded_ < CAPACITY ? recorded_ : CAPACITY;
+  for (uint64_t i = recorded_ - n; i < recorded_; ++i) {
+    const Entry& e = ring_[i % CAPACITY];
+    if (e.seq > seq && e.state == State::Completed) out.push_back(e);
+  }
+  return out;
+}
+
 void FlightRecorder::set_path(const std::string& path, int rank, const std::string& host) {
   std::lock_guard<std::mutex> lock(dump_mu_);
   path_ = path, rank_ = rank, host_ = host;

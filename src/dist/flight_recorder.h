@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -46,6 +47,9 @@ class FlightRecorder {
 
   void started(uint64_t seq, CollOp op, int64_t count, DType dtype, const char* comm, int64_t step);
   void completed(uint64_t seq);
+
+  // The completed entries with a number above `seq`, oldest first (timelines: train/trace.h).
+  std::vector<Entry> completed_after(uint64_t seq);
 
   // Where dump() writes (empty: nowhere), and what the file says about this rank.
   void set_path(const std::string& path, int rank, const std::string& host);

@@ -89,6 +89,8 @@ RankFacts collect(const Config& cfg, const EnvSnapshot& env, const dist::RankInf
   choose_device(cfg, info.local_rank, f);
   f.versions = library_versions();
   f.ib = scan_infiniband();
+  f.ibverbs = library_loads("libibverbs.so.1");
+  if (!f.gpu.pci_bus_id.empty()) f.gpu.numa_node = gpu_numa_node(f.gpu.pci_bus_id);
   f.interfaces = network_interfaces();
   f.env = env.vars;
   f.env_hidden = env.hidden;

@@ -88,9 +88,9 @@ void io(Io& a, T& v) {
     a.item(v.cuda_built);
     a.item(v.blas_lesser);
   } else if constexpr (std::is_same_v<U, GpuFacts>) {
-    a.item(v.index), a.item(v.name), a.item(v.pci_bus_id), a.item(v.total_bytes);
+    a.item(v.index), a.item(v.name), a.item(v.pci_bus_id), a.item(v.total_bytes), a.item(v.numa_node);
   } else if constexpr (std::is_same_v<U, IbPort>) {
-    a.item(v.device), a.item(v.port), a.item(v.state), a.item(v.rate), a.item(v.link_layer);
+    a.item(v.device), a.item(v.port), a.item(v.state), a.item(v.rate), a.item(v.link_layer), a.item(v.numa_node);
   } else if constexpr (std::is_same_v<U, SplitFacts>) {
     a.item(v.name), a.item(v.samples), a.item(v.sample_shape), a.item(v.dtype), a.item(v.num_classes),
         a.item(v.mapped), a.item(v.why_not), a.item(v.tokens);
@@ -107,7 +107,7 @@ void io(Io& a, T& v) {
                     &v.gpus_visible, &v.nvidia_gpus, &v.env_hidden})
       a.item(*i);
     a.item(v.host), a.item(v.cuda_visible_devices), a.item(v.device), a.item(v.device_note),
-        a.item(v.container);
+        a.item(v.container), a.item(v.ibverbs);
     io(a, v.gpu);
     io(a, v.versions);
     io_list(a, v.ib);

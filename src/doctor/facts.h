@@ -34,6 +34,7 @@ struct GpuFacts {
   std::string name;
   std::string pci_bus_id;
   uint64_t total_bytes = 0;
+  int numa_node = -1;  // /sys/bus/pci/devices/<bus id>/numa_node; -1: unknown or one node
 };
 
 // One port of an InfiniBand (or RoCE) adapter, from /sys/class/infiniband.
@@ -43,6 +44,7 @@ struct IbPort {
   std::string state;       // ACTIVE, DOWN, INIT, …
   std::string rate;        // "200 Gb/sec (4X HDR)"
   std::string link_layer;  // InfiniBand | Ethernet
+  int numa_node = -1;      // DEVICE/device/numa_node; -1: unknown or one node
 };
 
 // One split of the data file (/train, /val) as H5Dataset validated it.
@@ -96,6 +98,7 @@ struct RankFacts {
 
   LibVersions versions;
   std::vector<IbPort> ib;
+  bool ibverbs = true;  // libibverbs.so.1 loads in this process (NCCL's and UCX's way to InfiniBand)
   std::vector<std::string> interfaces;                   // network interfaces (for NCCL_SOCKET_IFNAME)
   std::vector<std::pair<std::string, std::string>> env;  // NCCL_*, UCX_*, OMPI_MCA_*, … that apply
   int env_hidden = 0;                                    // launcher-internal variables left out of env

@@ -1,6 +1,7 @@
 // Local probes (see probes.h).
 #include "doctor/probes.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <net/if.h>
 #include <sched.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -51,6 +53,30 @@ bool list_entry_matches(std::string entry, const std::string& name) {
 
 }  // namespace
 
+int read_numa_node(const fs::path& file) {
+  try {
+    return std::stoi(read_first_line(file));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+int gpu_numa_node(const std::string& pci_bus_id, const std::string& root) {
+  // CUDA says "00000000:17:00.0", sysfs "0000:17:00.0" (4-digit domain), lower case.
+  std::string id = pci_bus_id;
+  const size_t colon = id.find(':');
+  if (colon != std::string::npos && colon > 4) id = id.substr(colon - 4);
+  std::transform(id.begin(), id.end(), id.begin(), [](unsigned char c) { return std::tolower(c); });
+  return id.empty() ? -1 : read_numa_node(fs::path(root) / id / "numa_node");
+}
+
+bool library_loads(const char* name) {
+  void* h = ::dlopen(name, RTLD_LAZY | RTLD_LOCAL);
+  if (h == nullptr) return false;
+  ::dlclose(h);
+  return true;
+}
+
 std::vector<IbPort> scan_infiniband(const std::string& root) {
   std::vector<IbPort> out;
   std::error_code ec;
@@ -72,6 +98,7 @@ std::vector<IbPort> scan_infiniband(const std::string& root) {
       p.state = colon == std::string::npos ? state : state.substr(state.find_first_not_of(' ', colon + 1));
       p.rate = read_first_line(port.path() / "rate");
       p.link_layer = read_first_line(port.path() / "link_layer");
+      p.numa_node = read_numa_node(dev.path() / "device" / "numa_node");
       out.push_back(p);
     }
   }

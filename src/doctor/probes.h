@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,6 +18,13 @@ namespace hpc::doctor {
 // Ports of every adapter under `root` (normally /sys/class/infiniband),
 // sorted by device and port; empty when the directory does not exist.
 std::vector<IbPort> scan_infiniband(const std::string& root = "/sys/class/infiniband");
+
+// A sysfs numa_node file's value; -1 when absent or unreadable (also the kernel's "one node").
+int read_numa_node(const std::filesystem::path& file);
+// The NUMA node of the GPU at CUDA's PCI bus id ("00000000:17:00.0"), from `root` (normally /sys/bus/pci/devices).
+int gpu_numa_node(const std::string& pci_bus_id, const std::string& root = "/sys/bus/pci/devices");
+// dlopen(name) works in this process (a library the container may lack: libibverbs.so.1).
+bool library_loads(const char* name);
 
 // Names of this node's network interfaces (lo, eth0, ib0, …).
 std::vector<std::string> network_interfaces();

@@ -32,8 +32,9 @@ std::string format(const char* fmt, ...) {
 
 std::string device_text(const RankFacts& f) {
   if (f.device != "cuda") return "cpu (" + f.device_note + ")";
-  return format("cuda:%d %s, %s, %s", f.gpu.index, f.gpu.name.c_str(), f.gpu.pci_bus_id.c_str(),
-                human_bytes(f.gpu.total_bytes).c_str());
+  std::string numa = f.gpu.numa_node >= 0 ? format(", NUMA %d", f.gpu.numa_node) : "";
+  return format("cuda:%d %s, %s, %s%s", f.gpu.index, f.gpu.name.c_str(), f.gpu.pci_bus_id.c_str(),
+                human_bytes(f.gpu.total_bytes).c_str(), numa.c_str());
 }
 
 std::string ib_text(const RankFacts& f) {
@@ -41,7 +42,7 @@ std::string ib_text(const RankFacts& f) {
   std::string s;
   for (const IbPort& p : f.ib)
     s += (s.empty() ? "" : ", ") + p.device + ":" + std::to_string(p.port) + " " + p.state + " " + p.rate +
-         " " + p.link_layer;
+         " " + p.link_layer + (p.numa_node >= 0 ? " NUMA " + std::to_string(p.numa_node) : "");
   return s;
 }
 

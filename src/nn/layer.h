@@ -76,6 +76,9 @@ struct RunCtx {
   // trainer binds it to its gradient communicator; unset: each rank alone.
   std::function<void(const Tensor& sums)> sum_over_replicas;
   int rank = 0;  // this process's rank: dropout draws different masks on each rank
+  // Set (log.trace): Model calls it after each layer's forward / backward with
+  // the layer's index and the start and end (monotonic seconds; host time).
+  std::function<void(size_t layer, bool backward, double t0, double t1)> on_layer;
 };
 
 // The parsed arguments of one layer in a model spec, e.g. conv(32,3,pad=1):

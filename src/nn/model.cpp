@@ -3,6 +3,7 @@
 #include "nn/model.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -13,6 +14,13 @@
 #include "nn/spec.h"
 
 namespace hpc::nn {
+
+namespace {
+// The clock of RunCtx::on_layer: the same steady clock as dist::monotonic_seconds.
+double layer_clock() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
 
 namespace {
 
@@ -162,7 +170,9 @@ const Tensor& Model::forward(const Tensor& x, const RunCtx& ctx) {
   RunCtx layer_ctx = ctx;
   for (size_t i = 0; i < layers_.size(); ++i) {
     layer_ctx.layer = i;
+    const double t0 = ctx.on_layer ? layer_clock() : 0;
     layers_[i]->forward(acts_[i], acts_[i + 1], layer_ctx);
+    if (ctx.on_layer) ctx.on_layer(i, false, t0, layer_clock());
   }
   return acts_.back();
 }
@@ -174,8 +184,10 @@ void Model::backward(const Tensor& dout, const RunCtx& ctx, const std::function<
   for (size_t i = layers_.size(); i-- > 0;) {
     layer_ctx.layer = i;
     const Tensor& dy = i + 1 == layers_.size() ? dout : dacts_[i + 1];
+    const double t0 = ctx.on_layer ? layer_clock() : 0;
     // The first layer's input is the data: no gradient needed there.
     layers_[i]->backward(acts_[i], acts_[i + 1], dy, i == 0 ? Tensor() : dacts_[i], layer_ctx);
+    if (ctx.on_layer) ctx.on_layer(i, true, t0, layer_clock());
     if (on_ready) on_ready(layer_offset_[i]);
   }
   acts_[0] = Tensor();  // do not keep the caller's batch alive

@@ -51,6 +51,8 @@ class Model {
   DType input_dtype() const { return input_dtype_; }
   Device device() const { return device_; }
   int num_layers() const { return static_cast<int>(layers_.size()); }
+  // Layer i's spec text ("linear(64)"), for timelines.
+  std::string layer_spec(int i) const { return layers_[static_cast<size_t>(i)]->spec(); }
   Layer& layer(int i) { return *layers_[static_cast<size_t>(i)]; }
 
   const Tensor& params() const { return params_; }  // flat, [num_params]

@@ -193,6 +193,7 @@ void Trainer::open_run_dir() {
   }
   progress_ =
       std::make_unique<Progress>(cfg_.log.progress, total_steps_, step_, ctx_.is_root(), ctx_.world());
+  tracer_ = std::make_unique<Tracer>(cfg_.log.trace, cfg_.log.trace_steps, ctx_.rank());
   // Where this rank's collective flight record goes when a collective times out or on SIGUSR2.
   char host[256] = "";
   gethostname(host, sizeof host);

@@ -2,6 +2,7 @@
 #include "train/trainer.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cmath>
@@ -124,6 +125,9 @@ void Trainer::start_train_loader() {
 }
 
 void Trainer::train_step(int64_t batch, StepTimes& t) {
+  tracer_->take_collectives(ctx_.heartbeat().flight());  // the previous step's, the stop vote included
+  tracer_->set_step(step_ + 1);
+  const double step_t0 = dist::monotonic_seconds();
   ctx_.on_step(step_ + 1);  // hang reports name the step; test-only fault injection
   const int64_t accum = cfg_.train.accum_steps;
   if (train_loader_->position() != step_ * accum || train_loader_->end() != total_steps_ * accum)
@@ -136,17 +140,32 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
   rc.seed = cfg_.train.seed;
   rc.sum_over_replicas = sum_over_replicas_;
   rc.rank = ctx_.rank();
+  if (tracer_->on())
+    rc.on_layer = [this](size_t i, bool backward, double t0, double t1) {
+      const int layer = static_cast<int>(i);
+      tracer_->span(backward ? "backward" : "forward",
+                    std::string(backward ? "backward " : "forward ") + std::to_string(layer) + " " +
+                        model_->layer_spec(layer),
+                    t0, t1);
+    };
   for (int64_t micro = 0; micro < accum; ++micro) {
     auto t0 = Clock::now();
+    const double d0 = dist::monotonic_seconds();
     const data::Batch& b = train_loader_->next();  // the wait is the data time the loader did not hide
     auto t1 = Clock::now();
+    const double d1 = dist::monotonic_seconds();
+    tracer_->span("data", "data wait", d0, d1);
     t.data += std::chrono::duration<double>(t1 - t0).count();
     rc.step = static_cast<uint64_t>(step_ * accum + micro);
     const auto [x, y] = (*upload_)(b);
+    const double h2d = dist::monotonic_seconds();
+    tracer_->span("h2d", "host to device", d1, h2d);
     const Tensor& logits = model_->forward(x, rc);
+    const double l0 = dist::monotonic_seconds();
     // fp16: the loss gradient is scaled by S (MixedPrecision::unscale divides it out again).
     nn::LossStats s =
         loss_->forward_backward(logits, y, b.valid, normalizer / precision_->loss_scale(), dlogits_);
+    tracer_->span("loss", "loss", l0, dist::monotonic_seconds());
     win_loss_ += s.loss_sum;
     win_count_ += static_cast<double>(s.count);
     win_correct_ += static_cast<double>(s.correct1);
@@ -165,7 +184,20 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
     t.compute += seconds_since(t1);
   }
   // The wait in finish() is the communication backward did not hide.
+  const double w0 = dist::monotonic_seconds();
   if (reducer_) t.comm += reducer_->finish();
+  const double o0 = dist::monotonic_seconds();
+  tracer_->span("comm", "gradient wait", w0, o0);
+  struct StepSpans {  // the optimizer's and the whole step's events, however the step ends
+    Tracer& tr;
+    double step_t0, o0;
+    int64_t step;
+    ~StepSpans() {
+      const double end = dist::monotonic_seconds();
+      tr.span("optimizer", "optimizer", o0, end);
+      tr.span("step", "step " + std::to_string(step), step_t0, end);
+    }
+  } spans{*tracer_, step_t0, o0, step_ + 1};
   auto t2 = Clock::now();
   if (!precision_->unscale()) {  // fp16 gradients overflowed: skip the step (the loss scale was lowered)
     if (precision_->consecutive_skips() >= MAX_CONSECUTIVE_SKIPS)
@@ -273,8 +305,26 @@ EvalResult Trainer::evaluate() {
   return evaluate_split(in);
 }
 
+void Trainer::finish_trace() {
+  if (!tracer_->enabled()) return;
+  tracer_->take_collectives(ctx_.heartbeat().flight());
+  // A background write of a traced step belongs in the file: the trace's end waits for it (rank 0).
+  if (writer_ && writer_->in_flight() && tracer_->traces(writer_->in_flight_step()))
+    pending_write_failure_ = collect_write(true);  // a full disk joins the next stop vote
+  char host[256] = "";
+  gethostname(host, sizeof host);
+  const std::string file = tracer_->finish(comm_, host);
+  if (!file.empty())
+    progress_->line("trace: " + file + " (steps " + cfg_.log.trace_steps + ", " + std::to_string(ctx_.world()) +
+                    " rank(s); open in https://ui.perfetto.dev or chrome://tracing)");
+}
+
 EvalResult Trainer::run() {
   progress_->table_header(task().throughput_unit());
+  if (tracer_->enabled()) {  // one time origin for every rank's timeline
+    comm_.barrier();
+    tracer_->start(dist::monotonic_seconds());
+  }
   last_boundary_ = last_ckpt_time_ = Clock::now();  // step and checkpoint timing start here, after set-up
   EvalResult last;
   auto window_start = Clock::now();
@@ -296,14 +346,18 @@ EvalResult Trainer::run() {
       window_start = Clock::now();
     }
     if (epoch_end && data_.val) {
+      const double e0 = dist::monotonic_seconds();
       last = evaluate();
+      tracer_->span("eval", "evaluation", e0, dist::monotonic_seconds());
       progress_->line(task().eval_line(epoch, step_, last));
       if (device_ == Device::CUDA) progress_->line(device_report());
       metrics_.write(task().eval_record(epoch, step_, last));
       window_start = Clock::now();  // evaluation time is not training throughput
     }
     if (checkpoint_or_stop()) break;
+    if (step_ >= tracer_->last_step()) finish_trace();
   }
+  finish_trace();  // a run that stopped (or ended) inside the traced steps
   if (exit_code_ == EXIT_OK) {
     // Resumed from a finished run: nothing to train, but the final evaluation is still the answer.
     if (data_.val && last.count == 0) last = evaluate();

@@ -44,6 +44,7 @@
 #include "train/sharding.h"
 #include "train/signals.h"
 #include "train/task.h"
+#include "train/trace.h"
 
 namespace hpc::train {
 
@@ -115,6 +116,8 @@ class Trainer {
   // Rank 0: the log line (or error) of a finished write; EXIT_IO on a full disk.
   int report_write(const ckpt::WriteResult& r, bool background);
   void print_checkpoint_policy();
+  // Every rank, once the traced steps are done (or the run ends): rank 0 writes log.trace.
+  void finish_trace();
 
   // The communicator that reaches t: the device one (NCCL) for GPU tensors, else comm_.
   dist::Communicator& comm_for(const Tensor& t) { return t.device() == Device::CUDA ? *grad_comm_ : comm_; }
@@ -164,8 +167,10 @@ class Trainer {
   std::optional<ckpt::Resume> resume_;  // rank 0, between the two resume phases
   int64_t last_ckpt_step_ = -1;
   std::unique_ptr<ckpt::AsyncWriter> writer_;  // rank 0 with ckpt.async
+  std::unique_ptr<Tracer> tracer_;             // log.trace (always set; off when the option is empty)
   int64_t last_failed_write_ = -1;             // rank 0: the step of the latest failed write
   double last_write_seconds_ = 0;              // rank 0: the latest write's duration (deadline estimate)
+  int pending_write_failure_ = 0;              // rank 0: EXIT_IO seen outside a vote (finish_trace)
   std::chrono::steady_clock::time_point last_ckpt_time_, last_boundary_;
   int exit_code_ = 0;
 };

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <utility>
 
 #include "ckpt/store.h"
 #include "ckpt/validate.h"
@@ -194,7 +195,7 @@ bool Trainer::checkpoint_or_stop() {
   const double minutes = cfg_.ckpt.every_minutes;
   const double rank = ctx_.rank();
   // Rank 0's background write, if it finished since the last boundary: its failure joins the vote.
-  const int write_failed = writer_ ? collect_write(false) : 0;
+  const int write_failed = std::max(std::exchange(pending_write_failure_, 0), writer_ ? collect_write(false) : 0);
   double vote[8] = {signo == SIGUSR1 ? 1.0 : 0.0,
                     signo == SIGUSR1 ? rank : 0.0,
                     signo == SIGTERM ? 1.0 : 0.0,
@@ -271,7 +272,9 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
     if (const int failed = collect_write(true)) status[0] = 0, status[2] = failed;
     const double* g = all.data<double>();
     ckpt::WriteJob job;
+    if (background) job.checkpoint = writer_->take_spare();  // the last snapshot's memory, reused
     ckpt::Checkpoint& c = job.checkpoint;
+    c.log_window.clear();
     for (int r = 0; r < world; ++r) {
       HPC_ASSERT(g[5 * r + 4] == static_cast<double>(step_), "ranks are at different steps at a checkpoint");
       c.log_window.push_back({g[5 * r], g[5 * r + 1], g[5 * r + 2], g[5 * r + 3]});
@@ -311,8 +314,12 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
     if (status[0] == 0) {
       // The previous write found the disk full: this one is not started.
     } else if (background) {
+      const double s0 = std::chrono::duration<double>(t0.time_since_epoch()).count();
+      tracer_->span("checkpoint", "checkpoint snapshot, step " + std::to_string(step_), s0,
+                    std::chrono::duration<double>(Clock::now().time_since_epoch()).count());
+      job.stall_s = seconds_between(t0, Clock::now());
+      status[1] = job.stall_s;
       writer_->start(std::move(job));
-      status[1] = seconds_between(t0, Clock::now());
     } else {
       const ckpt::WriteResult r = ckpt::run_write_job(job);
       const int failed = report_write(r, false);
@@ -331,11 +338,16 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
 }
 
 int Trainer::report_write(const ckpt::WriteResult& r, bool background) {
+  tracer_->span_of(r.step, "checkpoint", "checkpoint write, step " + std::to_string(r.step), r.start_s,
+                   r.start_s + r.seconds, background ? 2 : 0);
   if (r.ok) {
     last_write_seconds_ = r.seconds;
     for (const std::string& line : r.prune_lines) progress_->line("checkpoint: " + line);
     char took[64];
-    std::snprintf(took, sizeof took, background ? "%.2f s in the background" : "%.2f s", r.seconds);
+    if (background)
+      std::snprintf(took, sizeof took, "%.2f s in the background, training stalled %.3f s", r.seconds, r.stall_s);
+    else
+      std::snprintf(took, sizeof took, "%.2f s", r.seconds);
     progress_->line("checkpoint: " + r.path + " (step " + std::to_string(r.step) + ", " + r.why + ", " +
                     format_bytes(r.bytes) + ", " + took + ")");
     return 0;
@@ -377,7 +389,7 @@ int Trainer::collect_write(bool block) {
 void Trainer::settle_writes() {
   double info[2] = {0, -1};  // EXIT_IO when the disk was full, the latest failed write's step
   if (ctx_.is_root() && writer_) {
-    info[0] = collect_write(true);
+    info[0] = std::max(std::exchange(pending_write_failure_, 0), collect_write(true));
     info[1] = static_cast<double>(last_failed_write_);
   }
   if (!cfg_.ckpt.async) return;  // no writer anywhere: nothing to agree on (the same on every rank)

@@ -153,6 +153,9 @@ void expect_same(const Config& a, const Config& b) {
   EXPECT_EQ(a.ckpt.every_minutes, b.ckpt.every_minutes);
   EXPECT_EQ(a.ckpt.keep, b.ckpt.keep);
   EXPECT_EQ(a.ckpt.allow_reshard, b.ckpt.allow_reshard);
+  EXPECT_EQ(a.ckpt.async, b.ckpt.async);
+  EXPECT_EQ(a.log.trace, b.log.trace);
+  EXPECT_EQ(a.log.trace_steps, b.log.trace_steps);
 }
 
 TEST_F(ConfigTest, DefaultsAreTheStructDefaults) {
@@ -420,8 +423,8 @@ TEST_F(ConfigTest, ToIniRoundTripsEveryField) {
       128,           9,   1234567890123, 4, 18446744073709551615ull, DeviceChoice::Cpu, Precision::Bf16,
       LossKind::Mse, 0.1, 3600.5};
   c.dist = {CommBackend::Mpi, 12.5, 60};
-  c.log = {10, ProgressStyle::Plain};
-  c.ckpt = {250, 7.25, 2, true};
+  c.log = {10, ProgressStyle::Plain, "trace.json", "2:9"};
+  c.ckpt = {250, 7.25, 2, true, false};
 
   std::string ini = write_file("resolved.ini", to_ini(c));
   Config back = parse({"--config", ini});

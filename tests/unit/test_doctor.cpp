@@ -101,7 +101,14 @@ void expect_one_problem(const std::vector<Finding>& found, const std::vector<std
   EXPECT_EQ(problems[0].find('\n'), std::string::npos) << "a finding must be one line";
 }
 
-std::vector<Finding> analyse_ranks(const std::vector<RankFacts>& ranks, const Config& cfg = {}) {
+// One default Config for every test: a temporary Config{} per call makes GCC 12 at -O3 warn
+// (-Wmaybe-uninitialized, a false positive inside std::string) once Config holds enough strings.
+const Config& default_config() {
+  static const Config c;
+  return c;
+}
+
+std::vector<Finding> analyse_ranks(const std::vector<RankFacts>& ranks, const Config& cfg = default_config()) {
   LaunchFacts launch;
   launch.world = static_cast<int>(ranks.size());
   return analyse(cfg, launch, ranks, Preflight{});
@@ -376,7 +383,7 @@ TEST(DoctorPreflight, SlowNodeIsNamedWhenNoSingleRankExplainsIt) {
   pf.ran = true;
   pf.ranks = 9;
   pf.links = links;
-  expect_one_problem(analyse(Config{}, LaunchFacts{}, ranks, pf),
+  expect_one_problem(analyse(default_config(), LaunchFacts{}, ranks, pf),
                      {"slowest: node 1 (node1)", "--exclude=node1"});
 }
 
@@ -438,12 +445,12 @@ TEST(DoctorAnalysis, NodeWithoutGpusInAGpuJob) {
 TEST(DoctorAnalysis, LaunchProblems) {
   LaunchFacts launch;
   launch.pmi_problem = "srun started 4 tasks but MPI sees a world of 1 (PMI mismatch): use srun --mpi=pmix";
-  expect_one_problem(analyse(Config{}, launch, cpu_job(1), Preflight{}), {"PMI mismatch", "--mpi=pmix"});
+  expect_one_problem(analyse(default_config(), launch, cpu_job(1), Preflight{}), {"PMI mismatch", "--mpi=pmix"});
 
   launch = LaunchFacts{};
   launch.world = 4;
   launch.slurm_step_tasks = 8;
-  expect_one_problem(analyse(Config{}, launch, cpu_job(4), Preflight{}), {"8 tasks", "world of 4"});
+  expect_one_problem(analyse(default_config(), launch, cpu_job(4), Preflight{}), {"8 tasks", "world of 4"});
 
   std::vector<RankFacts> ranks = cpu_job(4, 2);
   for (RankFacts& r : ranks) r.host = "container";  // singularity --hostname on every node
@@ -526,12 +533,12 @@ TEST(DoctorAnalysis, PreflightFindings) {
   pf.ranks = 4;
   pf.ring_bytes = 1 << 20;
   pf.links = ring(4, 0.001, 3, 0.2);
-  expect_one_problem(analyse(Config{}, LaunchFacts{}, ranks, pf),
+  expect_one_problem(analyse(default_config(), LaunchFacts{}, ranks, pf),
                      {"slowest: rank 3 on node1", "--exclude=node1"});
   pf.links = ring(4, 0.001);
   pf.sweeps = {{"mpi", "host", {{4096, 1024, 10, 0.4, 0.6, 0}}, {}},
                {"nccl", "gpu", {{4096, 1024, 10, 0.4, 0.6, 17}}, {}}};
-  expect_one_problem(analyse(Config{}, LaunchFacts{}, ranks, pf),
+  expect_one_problem(analyse(default_config(), LaunchFacts{}, ranks, pf),
                      {"AllReduce (nccl)", "17 wrong elements", "NCCL"});
 }
 
@@ -586,5 +593,63 @@ TEST(DoctorReport, JsonAndTextCarryTheSameFacts) {
     EXPECT_NE(text.find(line), std::string::npos) << line << " missing in\n" << text;
 }
 
+
+// ---- fabric: InfiniBand present but unused --------------------------------------------
+
+TEST(DoctorProbes, NumaNodesOfHcaAndGpuFromPlantedSysfs) {
+  TempDir ib, pci;
+  ib.write("mlx5_0/ports/1/state", "4: ACTIVE\n");
+  ib.write("mlx5_0/device/numa_node", "1\n");
+  ib.write("mlx5_1/ports/1/state", "4: ACTIVE\n");  // no numa_node: -1
+  std::vector<IbPort> ports = scan_infiniband(ib.path());
+  ASSERT_EQ(ports.size(), 2u);
+  EXPECT_EQ(ports[0].numa_node, 1);
+  EXPECT_EQ(ports[1].numa_node, -1);
+  pci.write("0000:17:00.0/numa_node", "0\n");
+  EXPECT_EQ(gpu_numa_node("00000000:17:00.0", pci.path()), 0);  // CUDA's 8-digit domain, sysfs's 4
+  EXPECT_EQ(gpu_numa_node("0000:17:00.0", pci.path()), 0);
+  EXPECT_EQ(gpu_numa_node("00000000:18:00.0", pci.path()), -1);
+  EXPECT_TRUE(library_loads("libc.so.6"));
+  EXPECT_FALSE(library_loads("libhpctrain-no-such-library.so.1"));
+}
+
+TEST(DoctorAnalysis, InfiniBandPresentButUnusedIsOneLineWithTheFix) {
+  {  // NCCL_IB_DISABLE=1 on an IB node
+    std::vector<RankFacts> ranks = cpu_job(4);
+    for (RankFacts& f : ranks) f.env = {{"NCCL_IB_DISABLE", "1"}};
+    std::vector<std::string> w = texts(analyse_ranks(ranks), Severity::Warning);
+    ASSERT_FALSE(w.empty());
+    EXPECT_NE(w[0].find("NCCL_IB_DISABLE=1 on node0 although it has InfiniBand (mlx5_0)"), std::string::npos) << w[0];
+    EXPECT_NE(w[0].find("unset it"), std::string::npos);
+  }
+  {  // libibverbs missing in the container
+    std::vector<RankFacts> ranks = cpu_job(4);
+    for (RankFacts& f : ranks) f.ibverbs = false;
+    ranks[2].ibverbs = ranks[3].ibverbs = true;  // only node0's container lacks it
+    expect_one_problem(analyse_ranks(ranks),
+                       {"libibverbs.so.1 does not load on node0 although it has InfiniBand (mlx5_0)",
+                        "fall back to TCP", "install rdma-core/libibverbs1 in the container"});
+  }
+  {  // NCCL_SOCKET_IFNAME naming no interface
+    std::vector<RankFacts> ranks = cpu_job(2, 2);
+    for (RankFacts& f : ranks) f.env = {{"NCCL_SOCKET_IFNAME", "ib7"}};
+    expect_one_problem(analyse_ranks(ranks), {"NCCL_SOCKET_IFNAME=ib7 matches no network interface on node0",
+                                              "eth0, ib0, lo", "set it to one of those"});
+  }
+  {  // Open MPI's pml forced to ob1 (TCP) on IB nodes: CPU training sends its gradients over it
+    std::vector<RankFacts> ranks = cpu_job(4);
+    for (RankFacts& f : ranks) f.env = {{"OMPI_MCA_pml", "ob1"}};
+    std::vector<std::string> p = texts(analyse_ranks(ranks), Severity::Problem);
+    ASSERT_EQ(p.size(), 2u);  // one per node
+    EXPECT_NE(p[0].find("OMPI_MCA_pml=ob1 on node0, which has InfiniBand (mlx5_0): Open MPI sends the gradients "
+                        "over TCP; use OMPI_MCA_pml=ucx"),
+              std::string::npos)
+        << p[0];
+    // One node: no traffic between nodes, nothing to say.
+    std::vector<RankFacts> one = cpu_job(2, 2);
+    for (RankFacts& f : one) f.env = {{"OMPI_MCA_pml", "ob1"}};
+    EXPECT_TRUE(texts(analyse_ranks(one), Severity::Problem).empty());
+  }
+}
 }  // namespace
 }  // namespace hpc::doctor
