@@ -76,7 +76,7 @@ expect_exit 2 "^hpcdata: $lic: is a directory" "$H" pack --from text "$lic" -o "
 expect_exit 2 "^hpcdata: output directory $TMP/no/such/dir does not exist" "$H" pack --from text "$lic/BSD" -o "$TMP/no/such/dir/o.h5"
 expect_exit 2 "^hpcdata: output $TMP/t.h5 exists \(use --force" "$H" pack --from text "$lic/BSD" -o "$TMP/t.h5"
 expect_exit 2 "^hpcdata: --val-fraction must be in \[0, 1\)" "$H" pack --from text "$lic/BSD" --val-fraction 1 -o "$TMP/o.h5"
-expect_exit 2 "^hpcdata: --context applies to pack --from text only" "$H" pack --from csv "$lic/BSD" --context 8 -o "$TMP/o.h5"
+expect_exit 2 "^hpcdata: --context applies to pack --from text and tokens-bin only" "$H" pack --from csv "$lic/BSD" --context 8 -o "$TMP/o.h5"
 [ ! -e "$TMP/o.h5" ] && [ -z "$(ls "$TMP" | grep tmp-)" ] || fail "a failed pack left a file behind: $(ls "$TMP")"
 pass "no output or temp file after the failures"
 
