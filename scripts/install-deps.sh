@@ -27,7 +27,7 @@ test_packages=(
 # Wanted but not everywhere (older Ubuntu has no libonnx-dev): installed when
 # the distribution has them, a warning otherwise; what needs them is skipped.
 optional=(libonnx-dev libprotobuf-dev)  # hpctrain export --format onnx
-optional_tests=(python3-onnx)           # onnx.checker in tests/e2e/export_onnx.sh
+optional_tests=(python3-onnx python3-torch)  # onnx.checker, and the PyTorch cross-checks (export, gpt, optimizers)
 with_tests=1
 for arg in "$@"; do
   case "$arg" in
