@@ -64,6 +64,7 @@ double block(const std::function<void()>& fn, int reps) {
 double time_call(const std::function<void()>& fn, int rounds) {
   const int reps = reps_for(fn);
   std::vector<double> per;
+  per.reserve(static_cast<size_t>(rounds));
   for (int r = 0; r < rounds; ++r) per.push_back(block(fn, reps));
   return median(per);
 }

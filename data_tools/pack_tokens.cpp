@@ -144,7 +144,7 @@ void pack_tokens_bin(DatasetWriter& w, const PackOptions& opt) {
   }
   w.commit();
   std::printf("wrote %s: train %lld tokens", w.path().c_str(), static_cast<long long>(n_train));
-  if (n_val + n_extra > 0) std::printf(", val %lld tokens", static_cast<long long>(n_val + n_extra));
+  if (n_val + n_extra > 0) std::printf(", val %lld tokens", static_cast<long long>(n_val) + static_cast<long long>(n_extra));
   std::printf(" (uint16, tokenizer %s, vocabulary %lld) from %zu file(s): %s\n", opt.tokenizer.c_str(),
               static_cast<long long>(opt.vocab), train.size() + val.size(), train.front().layout);
 }

@@ -42,11 +42,11 @@ std::string mpi_error_string(int code) {
 
 namespace {
 // x[i] /= world (an average: one division, as in the ordered scheme).
-void backend_divide(char* p, int64_t n, DType t, int world) {
+void backend_divide(void* p, int64_t n, DType t, int world) {
   if (t == DType::F32)
-    for (int64_t i = 0; i < n; ++i) reinterpret_cast<float*>(p)[i] /= static_cast<float>(world);
+    for (int64_t i = 0; i < n; ++i) static_cast<float*>(p)[i] /= static_cast<float>(world);
   else if (t == DType::F64)
-    for (int64_t i = 0; i < n; ++i) reinterpret_cast<double*>(p)[i] /= static_cast<double>(world);
+    for (int64_t i = 0; i < n; ++i) static_cast<double*>(p)[i] /= static_cast<double>(world);
   else
     throw Error(EXIT_INTERNAL, "allreduce: Avg of integers");
 }

@@ -52,6 +52,7 @@ Config run_config(const ckpt::Checkpoint& c, const Config& cfg) {
                                    std::string("--train.device=") + name_of(cfg.train.device)};
   if (!cfg.data.val_path.empty()) args.push_back("--data.val_path=" + cfg.data.val_path);
   std::vector<const char*> argv;
+  argv.reserve(args.size());
   for (const std::string& a : args) argv.push_back(a.c_str());
   Config run;
   try {
@@ -192,7 +193,7 @@ class PredFile {
     start[0] = static_cast<hsize_t>(first);
     cnt[0] = static_cast<hsize_t>(count);
     H5Sselect_hyperslab(space.id(), H5S_SELECT_SET, start.data(), nullptr, cnt.data(), nullptr);
-    const hsize_t total = static_cast<hsize_t>(count * width);
+    const hsize_t total = static_cast<hsize_t>(count) * static_cast<hsize_t>(width);
     data::H5Handle mem(H5Screate_simple(1, &total, nullptr), H5Sclose, "dataspace");
     if (H5Dwrite(d.id(), mem_type, mem.id(), space.id(), H5P_DEFAULT, buf) < 0)
       throw UserError("cannot write to '" + tmp_ + "' (disk full?)");
@@ -210,8 +211,8 @@ class PredFile {
 // Everything set-up made; run() uses it.
 class EvalSession {
  public:
-  EvalSession(const Config& cfg, dist::Context& ctx) : cfg_(cfg), ctx_(ctx) {
-    ckpt_ = ckpt::read_checkpoint(cfg.checkpoint);
+  EvalSession(const Config& cfg, dist::Context& ctx)
+      : cfg_(cfg), ctx_(ctx), ckpt_(ckpt::read_checkpoint(cfg.checkpoint)) {
     run_ = run_config(ckpt_, cfg);
     data_ = open_run_data(run_);
     const bool has_val = data_.val != nullptr;

@@ -159,7 +159,7 @@ class Emitter {
     n->set_op_type(op);
     n->set_name(std::string(op) + "_" + std::to_string(count_));
     for (const std::string& i : in) n->add_input(i);
-    const std::string out = "t" + std::to_string(count_++);
+    std::string out = "t" + std::to_string(count_++);
     n->add_output(out);
     attrs(n);
     return out;

@@ -17,11 +17,11 @@ struct Json {
   enum Kind { Null, Number, String, Array, Object } kind = Null;
   double number = 0;
   std::string text;
-  std::vector<Json> items;
-  std::vector<std::pair<std::string, Json>> members;
+  std::vector<Json> items;        // an array's elements, or an object's values
+  std::vector<std::string> keys;  // an object's keys, keys[i] naming items[i]
   const Json* get(const std::string& key) const {
-    for (const auto& [k, v] : members)
-      if (k == key) return &v;
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (keys[i] == key) return &items[i];
     return nullptr;
   }
 };
@@ -79,7 +79,8 @@ class JsonParser {
       for (;;) {
         std::string key = string();
         expect(':');
-        v.members.emplace_back(std::move(key), value());
+        v.keys.push_back(std::move(key));
+        v.items.push_back(value());
         if (peek() == ',') {
           ++pos_;
           continue;
@@ -166,7 +167,9 @@ std::map<std::string, Tensor> read_safetensors(const std::string& path) {
   if (root.kind != Json::Object) throw UserError(what + ": the header is not a JSON object");
   const size_t data = 8 + n;
   std::map<std::string, Tensor> out;
-  for (const auto& [name, t] : root.members) {
+  for (size_t i = 0; i < root.keys.size(); ++i) {
+    const std::string& name = root.keys[i];
+    const Json& t = root.items[i];
     if (name == "__metadata__") continue;
     const Json* dtype = t.get("dtype");
     const Json* shape = t.get("shape");

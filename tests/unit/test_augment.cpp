@@ -28,8 +28,10 @@ constexpr int64_t C = 2, H = 6, W = 5;
 // `n` distinct images: value = sample·1000 + position + 1 (never the padding value 0).
 Tensor images(int64_t n) {
   Tensor x(Shape{n, C, H, W}, DType::F32);
-  for (int64_t i = 0; i < x.count(); ++i)
-    x.data<float>()[i] = static_cast<float>((i / (C * H * W)) * 1000 + i % (C * H * W) + 1);
+  for (int64_t i = 0; i < x.count(); ++i) {
+    const int64_t value = (i / (C * H * W)) * 1000 + i % (C * H * W) + 1;
+    x.data<float>()[i] = static_cast<float>(value);
+  }
   return x;
 }
 

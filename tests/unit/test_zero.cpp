@@ -194,6 +194,7 @@ TEST(ZeroStreams, AGroupOfRanksEndsWithEveryShardEverywhere) {
   test::FakeComm::Group group(world);
   std::vector<std::vector<double>> out(world);
   std::vector<std::thread> ranks;
+  ranks.reserve(world);
   for (int r = 0; r < world; ++r)
     ranks.emplace_back([&, r] {
       test::FakeComm comm(r, world, &group);
