@@ -1,4 +1,4 @@
-// NVTX ranges on GPU builds: see dist/nvtx.h.
+// NVTX ranges on GPU builds: see dist/nvtx.h. Host code, compiled by nvcc as nccl_comm.cu is.
 #include "dist/nvtx.h"
 
 #include <nvtx3/nvToolsExt.h>
