@@ -53,7 +53,8 @@ void record(FlightRecorder& f, int n) {
 }
 
 std::string scratch_dir() {
-  const std::string dir = std::filesystem::temp_directory_path() / ("flight-signal-" + std::to_string(getpid()));
+  const std::string dir =
+      std::filesystem::temp_directory_path() / ("flight-signal-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   return dir;
 }
@@ -75,7 +76,8 @@ TEST(FlightSignal, WritesWhatToJsonSays) {
     ASSERT_EQ(got.size(), want.size()) << n;
     ASSERT_GE(got.size(), 2u);
     // The first two are the dump's own clocks (read apart); the entries' times must agree to %.6f.
-    for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], i < 2 ? 5.0 : 1.5e-6) << n << " #" << i;
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NEAR(got[i], want[i], i < 2 ? 5.0 : 1.5e-6) << n << " #" << i;
     for (const auto& e : std::filesystem::directory_iterator(dir))
       EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
   }
