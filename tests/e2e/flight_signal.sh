@@ -10,6 +10,7 @@
 #      (exit status 139, the signal's own) and leaves flight-0.json, reason "signal SIGSEGV"
 #      (with no entries: one rank's communicator, SelfComm, records no collectives).
 source "$(dirname "$0")/lib.bash"
+ulimit -c 0  # the crashes here are on purpose: no core files
 data=$(mnist_h5)
 hp="$BUILD/hpctrain"
 args=(--data.path "$data" --model.preset mlp --model.hidden 64 --train.batch_size 16

@@ -4,6 +4,7 @@
 // kills the process with SIGSEGV.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -99,6 +100,8 @@ TEST(FlightSignalDeathTest, SegvWritesTheFileAndDiesOfIt) {
         record(f, 4);
         f.set_path(path, 0, "host");
         install_fatal_signal_dump(f);
+        const rlimit no_core{};  // zero: a crash on purpose, no core file
+        setrlimit(RLIMIT_CORE, &no_core);
         raise(SIGSEGV);
       },
       testing::KilledBySignal(SIGSEGV), "");
