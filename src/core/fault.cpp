@@ -31,7 +31,8 @@ constexpr KindName KINDS[] = {{FaultKind::Enospc, "enospc"},   {FaultKind::Eio, 
                               {FaultKind::Stall, "stall"},     {FaultKind::Exit, "exit"},
                               {FaultKind::SigUsr1, "sigusr1"}, {FaultKind::SigTerm, "sigterm"},
                               {FaultKind::SigInt, "sigint"},   {FaultKind::Sleep, "sleep"},
-                              {FaultKind::Lesser, "lesser"},   {FaultKind::Wrong, "wrong"}};
+                              {FaultKind::Lesser, "lesser"},   {FaultKind::Wrong, "wrong"},
+                              {FaultKind::Abort, "abort"}};
 
 struct PointName {
   FaultPoint point;
@@ -53,7 +54,7 @@ constexpr PointName POINTS[] = {{FaultPoint::Step, "step"},
                                 {FaultPoint::BlasCheck, "blas_check"}};
 
 bool is_signal(FaultKind k) {
-  return k == FaultKind::SigUsr1 || k == FaultKind::SigTerm || k == FaultKind::SigInt;
+  return k == FaultKind::SigUsr1 || k == FaultKind::SigTerm || k == FaultKind::SigInt || k == FaultKind::Abort;
 }
 bool is_io(FaultKind k) { return k == FaultKind::Enospc || k == FaultKind::Eio; }
 // Faults that stay on from their step; the others fire once.
@@ -276,6 +277,9 @@ int fault_at(FaultPoint point) {
       case FaultKind::SigInt:
         raise_signal(f, s.rank, step, SIGINT, "raising SIGINT");
         break;
+      case FaultKind::Abort:
+        announce(f, s.rank, step, "calling abort() (SIGABRT)");
+        std::abort();
       default:
         break;
     }

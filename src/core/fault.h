@@ -13,6 +13,8 @@
 //     exit     the rank kills itself with SIGKILL (like `kill -9`, a dead node)
 //     sigusr1, sigterm, sigint
 //              raise(SIG…) in the calling thread, at that very point
+//     abort    std::abort() there (SIGABRT: a failed assertion, a crash);
+//              taken wherever sig* is
 //     sleep=MS the rank sleeps MS milliseconds there (a slow rank, a slow disk)
 //     lesser   OPENBLAS_CORETYPE stands for OpenBLAS's own pick (a lesser core
 //              the library chose), not for the user's choice
@@ -68,7 +70,7 @@
 
 namespace hpc {
 
-enum class FaultKind { Enospc, Eio, Stall, Exit, SigUsr1, SigTerm, SigInt, Sleep, Lesser, Wrong };
+enum class FaultKind { Enospc, Eio, Stall, Exit, SigUsr1, SigTerm, SigInt, Sleep, Lesser, Wrong, Abort };
 enum class FaultPoint {
   Step,
   StepEnd,

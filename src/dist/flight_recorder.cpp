@@ -85,6 +85,13 @@ std::vector<FlightRecorder::Entry> FlightRecorder::completed_after(uint64_t seq)
 void FlightRecorder::set_path(const std::string& path, int rank, const std::string& host) {
   std::lock_guard<std::mutex> lock(dump_mu_);
   path_ = path, rank_ = rank, host_ = host;
+  auto c_string = [](const std::string& text) {
+    return std::vector<char>(text.c_str(), text.c_str() + text.size() + 1);
+  };
+  sig_path_ = c_string(path);
+  sig_tmp_ = c_string(path + ".tmp-" + std::to_string(::getpid()));
+  sig_host_ = c_string(json_escape(host));
+  sig_text_.assign(1024 + CAPACITY * 512, '\0');
 }
 
 std::string FlightRecorder::to_json(const std::string& reason) {

@@ -5,11 +5,13 @@
 // same collective on every rank), op, element count, dtype, communicator,
 // the step, enqueue/start/end times (this process's monotonic clock, plus
 // the wall clock of the dump to relate ranks) and state (started, completed).
-// The communicators record (MpiComm); the file is written by dump() to
+// The communicators record (MpiComm, NcclComm); the file is written by dump() to
 // RUN_DIR/flight-RANK.json (set_path, by the trainer) when the watchdog
 // explains a timeout (exit 3), when a peer's watchdog asks this rank where
 // it is (so a stalled rank whose main thread cannot move still writes its
-// file), and on SIGUSR2 (Watchdog polls the flag). `hpctrain doctor --flight
+// file), on SIGUSR2 (Watchdog polls the flag), and on a fatal signal
+// (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT: dump_in_signal, from the
+// handler, then the signal's default action, so the exit status stays it). `hpctrain doctor --flight
 // RUN_DIR` reads the files (doctor/flight.h).
 //
 // A mutex guards the ring: a few collectives per step and bucket, so the
@@ -58,6 +60,10 @@ class FlightRecorder {
   bool dump(const std::string& reason);
   // The JSON text dump() writes.
   std::string to_json(const std::string& reason);
+  // dump() for a signal handler: the same file, formatted into buffers set_path allocated and written
+  // with open/write/rename, taking no lock (the crashing thread may hold one: an entry being written
+  // may come out torn) and allocating nothing. False when no path is set or the write fails.
+  bool dump_in_signal(const char* reason) noexcept;
 
  private:
   std::mutex mu_;
@@ -66,11 +72,17 @@ class FlightRecorder {
   std::string path_, host_;
   int rank_ = 0;
   std::mutex dump_mu_;  // one dump at a time (main thread and watchdog may both dump)
+  // dump_in_signal's: the paths and the escaped host as C strings, and room for the whole file.
+  std::vector<char> sig_path_, sig_tmp_, sig_host_, sig_text_;
 };
 
 // SIGUSR2 asks every rank that gets it for its flight record (kill -USR2, scancel --signal=USR2).
 void install_flight_signal();
 // True once after each SIGUSR2 (the watchdog thread polls it).
 bool flight_signal_pending();
+// SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT write `recorder`'s file (reason "signal SIGSEGV"…), then
+// the process dies of the signal (default action). Once per process; the handler runs on an
+// alternate stack on the calling thread (a stack overflow still gets its file there).
+void install_fatal_signal_dump(FlightRecorder& recorder);
 
 }  // namespace hpc::dist

@@ -186,7 +186,8 @@ int run_flight(const std::string& run_dir) {
   }
   if (files.empty()) {
     std::fprintf(stderr, "hpctrain: error: --flight %s: no flight-RANK.json there%s\n", run_dir.c_str(),
-                 ec ? (": " + ec.message()).c_str() : " (they are written when a collective times out, or on SIGUSR2)");
+                 ec ? (": " + ec.message()).c_str()
+                    : " (they are written when a collective times out, on SIGUSR2, or on a crash)");
     return EXIT_BAD_INPUT;
   }
   std::sort(files.begin(), files.end(), [](const FlightFile& a, const FlightFile& b) { return a.rank < b.rank; });

@@ -1,6 +1,6 @@
 // `hpctrain doctor --flight RUN_DIR`: the post-mortem of a hang from the
 // ranks' collective flight records (RUN_DIR/flight-RANK.json, written by
-// dist::FlightRecorder when a collective timed out or on SIGUSR2).
+// dist::FlightRecorder when a collective timed out, on SIGUSR2 or on a crash).
 //
 // Collective numbers are the same on every rank for the same collective, so
 // the record answers: which collective is the first one not completed

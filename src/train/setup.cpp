@@ -199,6 +199,7 @@ void Trainer::open_run_dir() {
   gethostname(host, sizeof host);
   ctx_.heartbeat().flight().set_path(cfg_.run_dir + "/flight-" + std::to_string(ctx_.rank()) + ".json",
                                      ctx_.rank(), host);
+  dist::install_fatal_signal_dump(ctx_.heartbeat().flight());  // and when this process crashes
   // Until the first save is timed: parameters twice (flat and per tensor) and
   // the optimizer state at a modest 200 MB/s, plus a quarter second for fsync.
   const double state_bytes =

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "dist/heartbeat.h"
+#include "dist/nvtx.h"
 
 namespace hpc::train {
 
@@ -43,6 +44,36 @@ Tracer::Tracer(std::string file, const std::string& steps, int rank) : file_(std
 }
 
 void Tracer::start(double now) { origin_ = now; }
+
+void Tracer::set_step(int64_t step) {
+  end_step();
+  step_ = step, on_ = enabled() && step >= first_ && step <= last_;
+  if (!on_) return;
+  const std::string name = "step " + std::to_string(step);
+  dist::nvtx_push(name.c_str());
+  nvtx_depth_ = 1;
+}
+
+void Tracer::phase(const char* name) {
+  if (nvtx_depth_ == 0) return;
+  if (nvtx_depth_ == 2) dist::nvtx_pop();
+  nvtx_depth_ = 1;
+  if (name == nullptr) return;
+  dist::nvtx_push(name);
+  nvtx_depth_ = 2;
+}
+
+void Tracer::end_step() {
+  for (; nvtx_depth_ > 0; --nvtx_depth_) dist::nvtx_pop();
+}
+
+Tracer::Range::Range(const Tracer& t, const char* name) : open_(t.on()) {
+  if (open_) dist::nvtx_push(name);
+}
+
+Tracer::Range::~Range() {
+  if (open_) dist::nvtx_pop();
+}
 
 void Tracer::span(const char* cat, const std::string& name, double t0, double t1, int tid) {
   if (!on_) return;
@@ -80,6 +111,7 @@ void Tracer::take_collectives(dist::FlightRecorder& flight) {
 std::string Tracer::finish(dist::Communicator& comm, const std::string& host) {
   if (!enabled() || finished_) return "";
   finished_ = true;
+  end_step();
   on_ = false;
   const std::string mine = host + "\n" + events_;
   // Two allgathers: the lengths, then every rank's text padded to the longest.

@@ -13,7 +13,14 @@
 // (microseconds on one node, a network latency across nodes).
 // Off (log.trace empty), every hook is one branch; the layer hook is not
 // even installed. Times are host times: on a GPU, kernels run later than
-// they are queued (device-side times and NVTX ranges are not recorded yet).
+// they are queued (device-side times are not recorded yet).
+//
+// NVTX (dist/nvtx.h): within A..B the same phases are also NVTX ranges on
+// the trainer thread — "step N" holding data wait, host to device, forward,
+// loss, backward, gradient wait, optimizer — plus evaluation and checkpoint
+// snapshot, so an Nsight Systems capture shows them over the kernels. Layers
+// are not ranges (the layer hook reports after the fact). CPU-only builds:
+// no-ops.
 #pragma once
 
 #include <cstdint>
@@ -32,9 +39,25 @@ class Tracer {
 
   bool enabled() const { return !file_.empty(); }
   // The step being computed (1-based); recording happens only within A..B.
-  void set_step(int64_t step) { step_ = step, on_ = enabled() && step >= first_ && step <= last_; }
+  // Traced, it also opens the NVTX range "step N" (closing any range a failed step left open).
+  void set_step(int64_t step);
   bool on() const { return on_; }
   int64_t last_step() const { return last_; }
+  // NVTX, while recording: closes the open phase range and opens `name` inside the step's (nullptr: none).
+  void phase(const char* name);
+  // Closes the phase and step ranges (the step's end, however it ends).
+  void end_step();
+  // NVTX, while recording: one range for a scope (evaluation, checkpoint snapshot).
+  class Range {
+   public:
+    Range(const Tracer& t, const char* name);
+    ~Range();
+    Range(const Range&) = delete;
+    Range& operator=(const Range&) = delete;
+
+   private:
+    bool open_;
+  };
   // After a barrier on every rank: the time origin.
   void start(double now);
   // One complete event (monotonic seconds). tid: 0 trainer, 1 collectives, 2 checkpoint writer.
@@ -53,6 +76,7 @@ class Tracer {
   int rank_ = 0;
   int64_t first_ = 1, last_ = 0, step_ = 0;
   bool on_ = false, finished_ = false;
+  int nvtx_depth_ = 0;  // NVTX ranges open on the trainer thread: 1 the step's, 2 a phase's too
   double origin_ = 0;
   uint64_t taken_seq_ = 0;
   std::string events_;  // this rank's events, JSON objects separated by ",\n"

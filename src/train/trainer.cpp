@@ -149,6 +149,7 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
                     t0, t1);
     };
   for (int64_t micro = 0; micro < accum; ++micro) {
+    tracer_->phase("data wait");
     auto t0 = Clock::now();
     const double d0 = dist::monotonic_seconds();
     const data::Batch& b = train_loader_->next();  // the wait is the data time the loader did not hide
@@ -157,11 +158,14 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
     tracer_->span("data", "data wait", d0, d1);
     t.data += std::chrono::duration<double>(t1 - t0).count();
     rc.step = static_cast<uint64_t>(step_ * accum + micro);
+    tracer_->phase("host to device");
     const auto [x, y] = (*upload_)(b);
     const double h2d = dist::monotonic_seconds();
     tracer_->span("h2d", "host to device", d1, h2d);
+    tracer_->phase("forward");
     const Tensor& logits = model_->forward(x, rc);
     const double l0 = dist::monotonic_seconds();
+    tracer_->phase("loss");
     // fp16: the loss gradient is scaled by S (MixedPrecision::unscale divides it out again).
     nn::LossStats s =
         loss_->forward_backward(logits, y, b.valid, normalizer / precision_->loss_scale(), dlogits_);
@@ -171,6 +175,7 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
     win_correct_ += static_cast<double>(s.correct1);
     // Gradient accumulation: only the last micro-step communicates (like DDP's no_sync).
     const bool last = micro + 1 == accum;
+    tracer_->phase("backward");
     if (reducer_ && last) {
       reducer_->begin();
       model_->backward(dlogits_, rc, [this](int64_t frontier) {
@@ -184,10 +189,12 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
     t.compute += seconds_since(t1);
   }
   // The wait in finish() is the communication backward did not hide.
+  tracer_->phase("gradient wait");
   const double w0 = dist::monotonic_seconds();
   if (reducer_) t.comm += reducer_->finish();
   const double o0 = dist::monotonic_seconds();
   tracer_->span("comm", "gradient wait", w0, o0);
+  tracer_->phase("optimizer");
   struct StepSpans {  // the optimizer's and the whole step's events, however the step ends
     Tracer& tr;
     double step_t0, o0;
@@ -196,6 +203,7 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
       const double end = dist::monotonic_seconds();
       tr.span("optimizer", "optimizer", o0, end);
       tr.span("step", "step " + std::to_string(step), step_t0, end);
+      tr.end_step();
     }
   } spans{*tracer_, step_t0, o0, step_ + 1};
   auto t2 = Clock::now();
@@ -347,6 +355,7 @@ EvalResult Trainer::run() {
     }
     if (epoch_end && data_.val) {
       const double e0 = dist::monotonic_seconds();
+      const Tracer::Range range(*tracer_, "evaluation");
       last = evaluate();
       tracer_->span("eval", "evaluation", e0, dist::monotonic_seconds());
       progress_->line(task().eval_line(epoch, step_, last));

@@ -249,6 +249,7 @@ bool Trainer::checkpoint_or_stop() {
 
 bool Trainer::save_checkpoint(const std::string& why, bool wait) {
   const Clock::time_point t0 = Clock::now();
+  const Tracer::Range range(*tracer_, "checkpoint");  // NVTX: the gather, snapshot (and a synchronous write)
   const int world = ctx_.world();
   // Every rank's open logging window, and its step: they must all be equal here.
   double mine[5] = {win_loss_, win_count_, win_correct_, static_cast<double>(win_steps_),

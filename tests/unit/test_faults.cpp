@@ -152,6 +152,7 @@ TEST_F(Faults, MalformedValuesAreOneLineErrors) {
       {"enospc@data_read", "'enospc' cannot happen at 'data_read'"},
       {"stall@backward", "'stall' cannot happen at 'backward'"},
       {"sigusr1@metrics", "'sigusr1' cannot happen at 'metrics'"},
+      {"abort@ckpt_close", "'abort' cannot happen at 'ckpt_close'"},
       {"sigusr1@step:x", "RANK a rank or *"},
       {"sigusr1@step:1:0", "STEP"},
       {"sigusr1@step:-1:3", "RANK"},

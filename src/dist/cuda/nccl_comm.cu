@@ -5,6 +5,10 @@
 // thread only queries (ncclCommGetAsyncError, cudaEventQuery) and, on a
 // failure, aborts — both are safe to call concurrently with the main thread,
 // and ncclCommAbort is NCCL's documented way to unblock it.
+// Flight record (dist/flight_recorder.h): each collective is entered as
+// started when enqueued and as completed when the host sees its end event
+// (a wait, a test or the watchdog's poll, every 100 ms: the end time is an
+// upper bound), so a GPU hang leaves flight files like an MPI one.
 #include <cuda_runtime.h>
 #include <nccl.h>
 
@@ -71,6 +75,7 @@ void check_device(const Tensor& t, const char* what) {
 // One enqueued collective (or group): its number, when it was enqueued, and the event that marks its end.
 struct Pending {
   uint64_t seq = 0;
+  std::vector<uint64_t> seqs;  // every collective of the group (the flight record's entries), seq first
   CollOp op = CollOp::None;
   double enqueued = 0;
   cudaEvent_t done = nullptr;
@@ -131,9 +136,20 @@ class NcclComm final : public Communicator {
   void order_compute_after(const Pending& p);
 
  private:
-  uint64_t next_seq() { return hb_ != nullptr ? hb_->start() : ++local_seq_; }
+  // The next collective's number; it enters the flight record as started (dist/flight_recorder.h).
+  uint64_t next_seq(CollOp op, int64_t count, DType dtype) {
+    if (hb_ == nullptr) return ++local_seq_;
+    const uint64_t seq = hb_->start();
+    hb_->flight().started(seq, op, count, dtype, "nccl", hb_->step());
+    return seq;
+  }
+  // Marks p complete once; its collectives enter the flight record as completed (when the host saw it).
+  void mark_complete(Pending& p) {
+    if (p.complete.exchange(true) || hb_ == nullptr) return;
+    for (uint64_t s : p.seqs) hb_->flight().completed(s);
+  }
   void order_after_compute();
-  std::shared_ptr<Pending> enqueue_end(uint64_t seq, CollOp op);
+  std::shared_ptr<Pending> enqueue_end(std::vector<uint64_t> seqs, CollOp op);
   void settle(ncclResult_t r, uint64_t seq, CollOp op, const char* call);
   void check_async(uint64_t seq, CollOp op);
   // comm_ is used under a shared lock; fatal() aborts and frees it under the exclusive lock.
@@ -249,9 +265,10 @@ void NcclComm::order_after_compute() {
   cudaCheck(cudaStreamWaitEvent(stream_, ready_, 0));
 }
 
-std::shared_ptr<Pending> NcclComm::enqueue_end(uint64_t seq, CollOp op) {
+std::shared_ptr<Pending> NcclComm::enqueue_end(std::vector<uint64_t> seqs, CollOp op) {
   auto p = std::make_shared<Pending>();
-  p->seq = seq;
+  p->seq = seqs.front();
+  p->seqs = std::move(seqs);
   p->op = op;
   p->enqueued = now_s();
   cudaCheck(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming));
@@ -318,7 +335,7 @@ std::vector<std::unique_ptr<Request>> NcclComm::allreduce_group(const std::vecto
   std::vector<uint64_t> seqs;
   for (const Tensor& b : bufs) {
     check_device(b, "allreduce");
-    seqs.push_back(next_seq());
+    seqs.push_back(next_seq(CollOp::Allreduce, b.count(), b.dtype()));
   }
   order_after_compute();
   // The group is enqueued under one lock; errors are dealt with after it is closed.
@@ -336,7 +353,7 @@ std::vector<std::unique_ptr<Request>> NcclComm::allreduce_group(const std::vecto
   if (first_error != ncclSuccess) settle(first_error, seqs.front(), CollOp::Allreduce, "ncclAllReduce");
   settle(end, seqs.front(), CollOp::Allreduce, "ncclGroupEnd");
   // One event ends the whole group; the first collective's number identifies it in reports.
-  std::shared_ptr<Pending> p = enqueue_end(seqs.front(), CollOp::Allreduce);
+  std::shared_ptr<Pending> p = enqueue_end(seqs, CollOp::Allreduce);
   for (size_t i = 0; i < bufs.size(); ++i) out.push_back(std::make_unique<NcclRequest>(*this, p));
   return out;
 }
@@ -351,7 +368,7 @@ std::vector<std::unique_ptr<Request>> NcclComm::reduce_scatter_group(
     check_device(bufs[i], "reduce_scatter");
     HPC_ASSERT(bounds[i].size() == static_cast<size_t>(size_) + 1 && bounds[i].back() == bufs[i].count(),
                "reduce_scatter: shard bounds do not cut the buffer");
-    seqs.push_back(next_seq());
+    seqs.push_back(next_seq(CollOp::Allreduce, bufs[i].count(), bufs[i].dtype()));
   }
   order_after_compute();
   ncclResult_t first_error = ncclSuccess, end = ncclSuccess;
@@ -374,7 +391,7 @@ std::vector<std::unique_ptr<Request>> NcclComm::reduce_scatter_group(
   });
   if (first_error != ncclSuccess) settle(first_error, seqs.front(), CollOp::Allreduce, "ncclReduce");
   settle(end, seqs.front(), CollOp::Allreduce, "ncclGroupEnd");
-  std::shared_ptr<Pending> p = enqueue_end(seqs.front(), CollOp::Allreduce);
+  std::shared_ptr<Pending> p = enqueue_end(seqs, CollOp::Allreduce);
   for (size_t i = 0; i < bufs.size(); ++i) out.push_back(std::make_unique<NcclRequest>(*this, p));
   return out;
 }
@@ -383,7 +400,7 @@ std::unique_ptr<Request> NcclComm::allgather_shards_async(const Tensor& buf, con
   check_device(buf, "allgather_shards");
   HPC_ASSERT(bounds.size() == static_cast<size_t>(size_) + 1 && bounds.back() == buf.count(),
              "allgather_shards: shard bounds do not cut the buffer");
-  const uint64_t seq = next_seq();
+  const uint64_t seq = next_seq(CollOp::Allgather, buf.count(), buf.dtype());
   order_after_compute();
   ncclResult_t first_error = ncclSuccess, end = ncclSuccess;
   with_comm([&](ncclComm_t c) {
@@ -402,19 +419,19 @@ std::unique_ptr<Request> NcclComm::allgather_shards_async(const Tensor& buf, con
   });
   if (first_error != ncclSuccess) settle(first_error, seq, CollOp::Allgather, "ncclBroadcast");
   settle(end, seq, CollOp::Allgather, "ncclGroupEnd");
-  return std::make_unique<NcclRequest>(*this, enqueue_end(seq, CollOp::Allgather));
+  return std::make_unique<NcclRequest>(*this, enqueue_end({seq}, CollOp::Allgather));
 }
 
 void NcclComm::broadcast(const Tensor& buf, int root) {
   check_device(buf, "broadcast");
-  const uint64_t seq = next_seq();
+  const uint64_t seq = next_seq(CollOp::Broadcast, buf.count(), buf.dtype());
   order_after_compute();
   settle(with_comm([&](ncclComm_t c) {
            return ncclBroadcast(buf.raw(), buf.raw(), static_cast<size_t>(buf.count()),
                                 nccl_type(buf.dtype()), root, c, stream_);
          }),
          seq, CollOp::Broadcast, "ncclBroadcast");
-  wait(*enqueue_end(seq, CollOp::Broadcast));
+  wait(*enqueue_end({seq}, CollOp::Broadcast));
 }
 
 void NcclComm::allgather(const Tensor& send, const Tensor& recv) {
@@ -422,23 +439,23 @@ void NcclComm::allgather(const Tensor& send, const Tensor& recv) {
   check_device(recv, "allgather");
   HPC_ASSERT(recv.count() == send.count() * size_ && recv.dtype() == send.dtype(),
              "allgather: receive buffer");
-  const uint64_t seq = next_seq();
+  const uint64_t seq = next_seq(CollOp::Allgather, send.count(), send.dtype());
   order_after_compute();
   settle(with_comm([&](ncclComm_t c) {
            return ncclAllGather(send.raw(), recv.raw(), static_cast<size_t>(send.count()),
                                 nccl_type(send.dtype()), c, stream_);
          }),
          seq, CollOp::Allgather, "ncclAllGather");
-  wait(*enqueue_end(seq, CollOp::Allgather));
+  wait(*enqueue_end({seq}, CollOp::Allgather));
 }
 
 void NcclComm::barrier() {
-  const uint64_t seq = next_seq();
+  const uint64_t seq = next_seq(CollOp::Barrier, 1, DType::I32);
   // A one-word Max (the word never changes): every rank has joined once it completes.
   settle(
       with_comm([&](ncclComm_t c) { return ncclAllReduce(one_, one_, 1, ncclInt32, ncclMax, c, stream_); }),
       seq, CollOp::Barrier, "ncclAllReduce");
-  wait(*enqueue_end(seq, CollOp::Barrier));
+  wait(*enqueue_end({seq}, CollOp::Barrier));
 }
 
 void NcclComm::order_compute_after(const Pending& p) {
@@ -451,7 +468,7 @@ bool NcclComm::test(Pending& p) {
   if (p.complete) return true;
   cudaError_t e = cudaEventQuery(p.done);
   if (e == cudaSuccess) {
-    p.complete = true;
+    mark_complete(p);
     return true;
   }
   if (e != cudaErrorNotReady)
@@ -482,7 +499,7 @@ void NcclComm::watchdog() {
       std::lock_guard<std::mutex> lock(mu_);
       while (!in_flight_.empty() &&
              (in_flight_.front()->complete || cudaEventQuery(in_flight_.front()->done) == cudaSuccess)) {
-        in_flight_.front()->complete = true;
+        mark_complete(*in_flight_.front());
         in_flight_.pop_front();
       }
       if (!in_flight_.empty()) oldest = in_flight_.front();
