@@ -11,7 +11,8 @@
 // it is (so a stalled rank whose main thread cannot move still writes its
 // file), on SIGUSR2 (Watchdog polls the flag), and on a fatal signal
 // (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT: dump_in_signal, from the
-// handler, then the signal's default action, so the exit status stays it). `hpctrain doctor --flight
+// handler, then the action installed before it: the default one, so the exit status stays the
+// signal's, or Open MPI's / a sanitizer's report). `hpctrain doctor --flight
 // RUN_DIR` reads the files (doctor/flight.h).
 //
 // A mutex guards the ring: a few collectives per step and bucket, so the
@@ -81,8 +82,9 @@ void install_flight_signal();
 // True once after each SIGUSR2 (the watchdog thread polls it).
 bool flight_signal_pending();
 // SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT write `recorder`'s file (reason "signal SIGSEGV"…), then
-// the process dies of the signal (default action). Once per process; the handler runs on an
-// alternate stack on the calling thread (a stack overflow still gets its file there).
+// the action that was installed before takes over (by default the process dies of the signal). Once per
+// process; the handler runs on an alternate stack on the calling thread (a stack overflow still gets its file
+// there).
 void install_fatal_signal_dump(FlightRecorder& recorder);
 
 }  // namespace hpc::dist

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <iterator>
 #include <vector>
 
 #include "dist/flight_recorder.h"
@@ -79,18 +80,22 @@ const char* fatal_reason(int signo) {
   return "fatal signal";
 }
 
+constexpr int FATAL_SIGNALS[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+struct sigaction previous_actions[std::size(FATAL_SIGNALS)];
+
 extern "C" void on_fatal_signal(int signo) {
-  // The first fatal signal writes the file; any other thread's goes straight to the default action.
+  // The first fatal signal writes the file; any other thread's goes straight on to the previous action.
   if (!fatal_seen.exchange(true)) {
     FlightRecorder* r = fatal_recorder.load();
     if (r != nullptr) r->dump_in_signal(fatal_reason(signo));
   }
-  // SA_RESETHAND made the action the default one again, SA_NODEFER left the signal unblocked:
-  // this raise ends the process with the signal's own status (core dump included).
+  // The action that was there before (the default, Open MPI's backtrace, a sanitizer's report) takes
+  // over; SA_NODEFER left the signal unblocked, so this raise reaches it at once and, for the default,
+  // ends the process with the signal's own status (core dump included).
+  for (size_t i = 0; i < std::size(FATAL_SIGNALS); ++i)
+    if (FATAL_SIGNALS[i] == signo) sigaction(signo, &previous_actions[i], nullptr);
   raise(signo);
 }
-
-constexpr int FATAL_SIGNALS[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 
 }  // namespace
 
@@ -171,8 +176,9 @@ void install_fatal_signal_dump(FlightRecorder& recorder) {
   struct sigaction sa {};
   sa.sa_handler = on_fatal_signal;
   sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESETHAND | SA_NODEFER | SA_ONSTACK;
-  for (int signo : FATAL_SIGNALS) sigaction(signo, &sa, nullptr);
+  sa.sa_flags = SA_NODEFER | SA_ONSTACK;
+  for (size_t i = 0; i < std::size(FATAL_SIGNALS); ++i)
+    sigaction(FATAL_SIGNALS[i], &sa, &previous_actions[i]);
 }
 
 }  // namespace hpc::dist
