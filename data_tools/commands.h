@@ -29,8 +29,8 @@ struct PackOptions {
   char delimiter = ',';   // csv
   int64_t classes = 0;    // npy, csv: num_classes (0 = largest label + 1)
   std::optional<double> scale, mean, std;  // uint8 inputs of npy: attributes (default 1/255, data mean, std)
-  int64_t context = 64;  // text: each split must hold a window of context + 1 tokens (gpt-tiny's context)
-  int64_t vocab = 50257;          // tokens-bin: ids must be below it (GPT-2's vocabulary)
+  int64_t context = 64;   // text: each split must hold a window of context + 1 tokens (gpt-tiny's context)
+  int64_t vocab = 50257;  // tokens-bin: ids must be below it (GPT-2's vocabulary)
   std::string tokenizer = "gpt2";  // tokens-bin: the tokenizer attribute
   std::string layout = "auto";     // tokens-bin: auto | raw (nanoGPT) | llmc (headered shards)
 };

@@ -213,7 +213,8 @@ int cmd_pack(const std::vector<std::string>& args) {
   if (opt.from.empty()) usage_error("pack needs --from mnist-idx|cifar10-bin|npy|csv|text|tokens-bin");
   if (opt.from != "mnist-idx" && opt.from != "cifar10-bin" && opt.from != "npy" && opt.from != "csv" &&
       opt.from != "text" && opt.from != "tokens-bin")
-    usage_error("pack: unknown --from " + opt.from + "; use mnist-idx, cifar10-bin, npy, csv, text or tokens-bin");
+    usage_error("pack: unknown --from " + opt.from +
+                "; use mnist-idx, cifar10-bin, npy, csv, text or tokens-bin");
   if (opt.inputs.empty()) usage_error("pack --from " + opt.from + " needs its input");
   if (context_given && opt.from != "text" && opt.from != "tokens-bin")
     usage_error("--context applies to pack --from text and tokens-bin only");

@@ -82,7 +82,8 @@ void stream(DatasetWriter& w, const std::vector<TokenFile>& files, int64_t split
     std::unique_ptr<FILE, int (*)(FILE*)> in(std::fopen(f.path.c_str(), "rb"), std::fclose);
     if (!in || std::fseek(in.get(), f.offset, SEEK_SET) != 0) throw UserError(f.path + ": cannot open");
     for (int64_t done = 0; done < f.tokens;) {
-      const size_t want = static_cast<size_t>(std::min<int64_t>(f.tokens - done, static_cast<int64_t>(BLOCK)));
+      const size_t want =
+          static_cast<size_t>(std::min<int64_t>(f.tokens - done, static_cast<int64_t>(BLOCK)));
       if (std::fread(block.data(), 2, want, in.get()) != want)
         throw UserError(f.path + ": shorter than when packing started (changed while being read?)");
       for (size_t i = 0; i < want; ++i)
@@ -94,7 +95,8 @@ void stream(DatasetWriter& w, const std::vector<TokenFile>& files, int64_t split
       while (k < static_cast<int64_t>(want)) {
         const int64_t pos = at + k;
         const int s = pos < split ? 0 : 1;
-        const int64_t end = s == 0 ? std::min<int64_t>(split, at + static_cast<int64_t>(want)) : at + static_cast<int64_t>(want);
+        const int64_t end = s == 0 ? std::min<int64_t>(split, at + static_cast<int64_t>(want))
+                                   : at + static_cast<int64_t>(want);
         w.write_rows(sinks[s], s == 0 ? pos : pos - split, end - pos, block.data() + k);
         k = end - at;
       }
@@ -116,7 +118,8 @@ void pack_tokens_bin(DatasetWriter& w, const PackOptions& opt) {
   if (opt.layout != "auto" && opt.layout != "raw" && opt.layout != "llmc")
     throw UserError("--layout expects auto, raw or llmc, got '" + opt.layout + "'");
   if (opt.vocab < 1 || opt.vocab > 65536)
-    throw UserError("--vocab must be in [1, 65536] (ids are stored as uint16), got " + std::to_string(opt.vocab));
+    throw UserError("--vocab must be in [1, 65536] (ids are stored as uint16), got " +
+                    std::to_string(opt.vocab));
   std::vector<TokenFile> train, val;
   for (const std::string& p : opt.inputs) train.push_back(inspect(p, opt.layout));
   for (const std::string& p : opt.val_inputs) val.push_back(inspect(p, opt.layout));
@@ -144,7 +147,8 @@ void pack_tokens_bin(DatasetWriter& w, const PackOptions& opt) {
   }
   w.commit();
   std::printf("wrote %s: train %lld tokens", w.path().c_str(), static_cast<long long>(n_train));
-  if (n_val + n_extra > 0) std::printf(", val %lld tokens", static_cast<long long>(n_val) + static_cast<long long>(n_extra));
+  if (n_val + n_extra > 0)
+    std::printf(", val %lld tokens", static_cast<long long>(n_val) + static_cast<long long>(n_extra));
   std::printf(" (uint16, tokenizer %s, vocabulary %lld) from %zu file(s): %s\n", opt.tokenizer.c_str(),
               static_cast<long long>(opt.vocab), train.size() + val.size(), train.front().layout);
 }

@@ -83,7 +83,8 @@ int train(const hpc::Config& cfg, hpc::dist::Context& ctx) {
 // hpctrain eval / predict: set-up agreed like training's, then the pass (collectives) aborts on failure.
 int evaluate(const hpc::Config& cfg, hpc::dist::Context& ctx) {
   std::unique_ptr<hpc::train::EvalCommand> command;
-  if (int code = agreed(ctx, [&] { command = std::make_unique<hpc::train::EvalCommand>(cfg, ctx); })) return code;
+  if (int code = agreed(ctx, [&] { command = std::make_unique<hpc::train::EvalCommand>(cfg, ctx); }))
+    return code;
   try {
     return command->run();
   } catch (const hpc::Error& e) {

@@ -28,7 +28,8 @@ struct WriteJob {
   std::string path, dir, why;
   int64_t step = 0;
   int keep = 1;
-  double stall_s = 0;  // what taking the snapshot cost training at the step boundary (reported with the result)
+  double stall_s =
+      0;  // what taking the snapshot cost training at the step boundary (reported with the result)
   Checkpoint checkpoint;
 };
 
@@ -40,7 +41,8 @@ struct WriteResult {
   std::string error;       // what() of the failure
   double seconds = 0;      // the write, prune included
   double start_s = 0;
-  double stall_s = 0;      // WriteJob::stall_s      // when it began (steady clock, seconds since its epoch: timelines)
+  double stall_s =
+      0;  // WriteJob::stall_s      // when it began (steady clock, seconds since its epoch: timelines)
   double bytes = 0;
   std::vector<std::string> prune_lines;
 };

@@ -82,7 +82,9 @@ void capture(const Tensor& params, nn::Model& model, optim::Optimizer& optimizer
 void capture(const Tensor& params, nn::Model& model, const std::vector<std::pair<std::string, Tensor>>& state,
              int64_t optimizer_steps, Checkpoint& c) {
   HPC_ASSERT(params.count() == model.num_params(), "checkpoint: the parameter buffer does not fit the model");
-  auto own = [](const Tensor& t) { return t.device() == Device::CPU && t.dtype() == DType::F32 ? t : host_f32(t); };
+  auto own = [](const Tensor& t) {
+    return t.device() == Device::CPU && t.dtype() == DType::F32 ? t : host_f32(t);
+  };
   c.spec = model.spec();
   c.input_shape = model.input_shape();
   c.params = own(params).view(Shape{params.count()});

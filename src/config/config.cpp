@@ -68,7 +68,8 @@ std::vector<std::string> all_option_names(const char* prefix) {
 Command parse_command(const std::string& word) {
   for (const EnumName<Command>& c : enum_names<Command>())
     if (word == c.name) return c.value;
-  std::string msg = "unknown command '" + word + "' (commands: train, eval, predict, export, doctor, sample)" +
+  std::string msg = "unknown command '" + word +
+                    "' (commands: train, eval, predict, export, doctor, sample)" +
                     did_you_mean(config::closest_match(word, command_names()));
   if (word.ends_with(".ini")) msg += "; a config file is given as --config " + word;
   throw UserError(msg);
@@ -191,9 +192,11 @@ void print_option(std::ostream& os, const std::string& left, const std::string& 
 
 void print_help(std::ostream& os) {
   Config defaults;
-  os << "usage: hpctrain [train|eval|predict|export|doctor|sample] [--config FILE] [--GROUP.NAME VALUE]...\n\n"
+  os << "usage: hpctrain [train|eval|predict|export|doctor|sample] [--config FILE] [--GROUP.NAME "
+        "VALUE]...\n\n"
         "commands: train (default), eval (--checkpoint, --data.path), doctor (check the setup),\n"
-        "          predict (--checkpoint, --data.path, --out preds.h5), export (--checkpoint, --format, -o DIR),\n"
+        "          predict (--checkpoint, --data.path, --out preds.h5), export (--checkpoint, --format, -o "
+        "DIR),\n"
         "          sample (--checkpoint; language models)\n"
         "Every option can also be set in the environment as HPCTRAIN_GROUP_NAME (--optim.lr:\n"
         "HPCTRAIN_OPTIM_LR) and in the --config INI file as `name = value` under [group].\n"

@@ -23,9 +23,9 @@ namespace hpc {
 // never compares option text.
 enum class Command { Train, Eval, Doctor, Sample, Predict, Export };
 enum class ExportFormat { Torch, Hf, Onnx };  // hpctrain export --format
-enum class EvalSplit { Auto, Val, Train };  // auto: /val when the data has one, else /train
-enum class DataCheck { Quick, Full };  // how much of the inputs to scan for non-finite values
-enum class SyncBn { Auto, On, Off };   // auto: on when the world size is > 1
+enum class EvalSplit { Auto, Val, Train };    // auto: /val when the data has one, else /train
+enum class DataCheck { Quick, Full };         // how much of the inputs to scan for non-finite values
+enum class SyncBn { Auto, On, Off };          // auto: on when the world size is > 1
 enum class OptimizerKind { Sgd, Adam, AdamW };
 enum class ScheduleKind { Constant, Step, Cosine };
 enum class LrScaling { None, Linear };        // linear: lr × global_batch / base_batch
@@ -77,8 +77,10 @@ struct DataConfig {
 // the rest says how the model is given and run.
 struct ModelConfig : nn::PresetOptions {
   std::string spec;  // explicit layer spec; overrides preset
-  std::string init;       // parameters to start from: checkpoint, safetensors or HF GPT-2 directory (train/model_init.h)
-  std::string init_skip;  // tensors (or dotted prefixes) model.init leaves freshly initialised, comma-separated
+  std::string
+      init;  // parameters to start from: checkpoint, safetensors or HF GPT-2 directory (train/model_init.h)
+  std::string
+      init_skip;  // tensors (or dotted prefixes) model.init leaves freshly initialised, comma-separated
   SyncBn sync_bn = SyncBn::Auto;
 };
 
@@ -90,7 +92,8 @@ struct OptimConfig {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
   double weight_decay = 0.0;                      // L2 (sgd, adam) or decoupled (adamw)
   double clip_norm = 0.0;                         // clip gradients to this global L2 norm; 0 = off
-  ScheduleKind schedule = ScheduleKind::Cosine;  // to min_lr over the run: the cnn preset reaches 97.5% on the MNIST sample in 5 epochs
+  ScheduleKind schedule = ScheduleKind::Cosine;   // to min_lr over the run: the cnn preset reaches 97.5% on
+                                                  // the MNIST sample in 5 epochs
   int64_t warmup_steps = 0;   // linear warmup over this many optimizer steps (step s gets peak·(s+1)/warmup)
   int64_t step_every = 1000;  // step schedule: multiply lr by gamma every this many steps
   double gamma = 0.1;
@@ -115,10 +118,10 @@ struct TrainConfig {
 struct DistConfig {
   CommBackend backend = CommBackend::Auto;
   double bucket_mb = 25;
-  double timeout = 300;  // seconds per collective before the job is aborted
-  bool overlap = true;   // start each gradient bucket's allreduce during backward
+  double timeout = 300;                     // seconds per collective before the job is aborted
+  bool overlap = true;                      // start each gradient bucket's allreduce during backward
   ReduceAlgo reduce = ReduceAlgo::Ordered;  // MpiComm's allreduce / reduce-scatter
-  int zero = 0;          // ZeRO stage: 0 replicated, 1 sharded optimizer state, 2 + bucket reduce-scatter
+  int zero = 0;  // ZeRO stage: 0 replicated, 1 sharded optimizer state, 2 + bucket reduce-scatter
 };
 
 struct LogConfig {
@@ -148,7 +151,8 @@ struct SampleConfig {
 // hpctrain eval / predict: command-line options of those commands only.
 struct EvalConfig {
   EvalSplit split = EvalSplit::Auto;
-  std::string out;  // eval: the eval.json path (default: beside the checkpoint); predict: preds.h5; export: DIR
+  std::string
+      out;  // eval: the eval.json path (default: beside the checkpoint); predict: preds.h5; export: DIR
   ExportFormat format = ExportFormat::Torch;  // export
 };
 

@@ -12,8 +12,7 @@ namespace hpc {
   }
 
 HPC_ENUM_NAMES(Command, {Command::Train, "train"}, {Command::Eval, "eval"}, {Command::Doctor, "doctor"},
-               {Command::Sample, "sample"}, {Command::Predict, "predict"},
-               {Command::Export, "export"})
+               {Command::Sample, "sample"}, {Command::Predict, "predict"}, {Command::Export, "export"})
 HPC_ENUM_NAMES(ExportFormat, {ExportFormat::Torch, "torch"}, {ExportFormat::Hf, "hf"},
                {ExportFormat::Onnx, "onnx"})
 HPC_ENUM_NAMES(EvalSplit, {EvalSplit::Auto, "auto"}, {EvalSplit::Val, "val"}, {EvalSplit::Train, "train"})

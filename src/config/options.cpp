@@ -29,7 +29,7 @@ constexpr Range POSITIVE{0, true, INF, false};
 constexpr Range NON_NEGATIVE{0, false, INF, false};
 constexpr Range AT_LEAST_ONE{1, false, INF, false};
 constexpr Range UNIT_HALF_OPEN{0, false, 1, true};  // [0, 1): decay rates, smoothing
-constexpr Range ZERO_STAGES{0, false, 2, false};     // dist.zero: 0, 1, 2
+constexpr Range ZERO_STAGES{0, false, 2, false};    // dist.zero: 0, 1, 2
 
 std::string preset_help() {
   std::string help = "network:";
@@ -260,12 +260,15 @@ std::vector<OptionSpec> build_table() {
                          "sample: draw among the k most likely tokens; 0 = all")),
       sample_only(
           number("seed", FIELD(sample.seed), ANY, "sample: random seed (the same seed, the same text)")),
-      eval_only(choice("eval.split", FIELD(eval.split),
-                       "eval/predict: the split to evaluate (auto: /val when the data has one, else /train)")),
+      eval_only(
+          choice("eval.split", FIELD(eval.split),
+                 "eval/predict: the split to evaluate (auto: /val when the data has one, else /train)")),
       eval_only(text("out", FIELD(eval.out), P::OUTPUT_FILE, "PATH",
                      "eval: the eval.json to write (default: beside the checkpoint); predict: preds.h5; "
                      "export: the directory (-o DIR)")),
-      eval_only(choice("format", FIELD(eval.format), "export: torch (safetensors + model.py) | hf (Hugging Face GPT-2 layout: config.json + safetensors) | "
+      eval_only(choice("format", FIELD(eval.format),
+                       "export: torch (safetensors + model.py) | hf (Hugging Face GPT-2 layout: config.json "
+                       "+ safetensors) | "
                        "onnx (model.onnx, opset 13, the inference graph)")),
 
       text("data.path", FIELD(data.path), P::INPUT_FILE, "PATH",
@@ -353,7 +356,8 @@ std::vector<OptionSpec> build_table() {
       number("log.every", FIELD(log.every), AT_LEAST_ONE, "steps between step-table lines"),
       choice("log.progress", FIELD(log.progress), "auto: a bar on a TTY, plain lines otherwise"),
       text("log.trace", FIELD(log.trace), P::ANY_TEXT, "FILE",
-           "write a Chrome-trace JSON timeline of every rank (Perfetto, chrome://tracing) to FILE; empty = off"),
+           "write a Chrome-trace JSON timeline of every rank (Perfetto, chrome://tracing) to FILE; empty = "
+           "off"),
       text("log.trace_steps", FIELD(log.trace_steps), P::NON_EMPTY, "A:B",
            "the steps (1-based, inclusive) log.trace records"),
 

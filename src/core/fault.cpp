@@ -27,12 +27,11 @@ struct KindName {
   FaultKind kind;
   const char* name;
 };
-constexpr KindName KINDS[] = {{FaultKind::Enospc, "enospc"},   {FaultKind::Eio, "eio"},
-                              {FaultKind::Stall, "stall"},     {FaultKind::Exit, "exit"},
-                              {FaultKind::SigUsr1, "sigusr1"}, {FaultKind::SigTerm, "sigterm"},
-                              {FaultKind::SigInt, "sigint"},   {FaultKind::Sleep, "sleep"},
-                              {FaultKind::Lesser, "lesser"},   {FaultKind::Wrong, "wrong"},
-                              {FaultKind::Abort, "abort"}};
+constexpr KindName KINDS[] = {
+    {FaultKind::Enospc, "enospc"}, {FaultKind::Eio, "eio"},         {FaultKind::Stall, "stall"},
+    {FaultKind::Exit, "exit"},     {FaultKind::SigUsr1, "sigusr1"}, {FaultKind::SigTerm, "sigterm"},
+    {FaultKind::SigInt, "sigint"}, {FaultKind::Sleep, "sleep"},     {FaultKind::Lesser, "lesser"},
+    {FaultKind::Wrong, "wrong"},   {FaultKind::Abort, "abort"}};
 
 struct PointName {
   FaultPoint point;
@@ -54,7 +53,8 @@ constexpr PointName POINTS[] = {{FaultPoint::Step, "step"},
                                 {FaultPoint::BlasCheck, "blas_check"}};
 
 bool is_signal(FaultKind k) {
-  return k == FaultKind::SigUsr1 || k == FaultKind::SigTerm || k == FaultKind::SigInt || k == FaultKind::Abort;
+  return k == FaultKind::SigUsr1 || k == FaultKind::SigTerm || k == FaultKind::SigInt ||
+         k == FaultKind::Abort;
 }
 bool is_io(FaultKind k) { return k == FaultKind::Enospc || k == FaultKind::Eio; }
 // Faults that stay on from their step; the others fire once.

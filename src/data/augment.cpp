@@ -16,7 +16,8 @@ constexpr uint64_t AUGMENT_STREAM = 0x61756731;  // "aug1": no other user of the
 
 uint64_t draw(uint64_t seed, int64_t epoch, int64_t index, uint64_t k, uint64_t n) {
   const uint64_t counter = ((static_cast<uint64_t>(epoch) << 40) + static_cast<uint64_t>(index)) * 4 + k;
-  return static_cast<uint64_t>(kernels::random_uniform(seed, AUGMENT_STREAM, counter) * static_cast<double>(n));
+  return static_cast<uint64_t>(kernels::random_uniform(seed, AUGMENT_STREAM, counter) *
+                               static_cast<double>(n));
 }
 
 }  // namespace
@@ -53,8 +54,8 @@ Augment parse_augment(const std::string& text) {
 void check_augment(const Augment& a, const Shape& sample, const std::string& what) {
   if (!a.any()) return;
   if (sample.rank() != 3)
-    throw UserError("option --data.augment " + a.str() + ": needs image samples C×H×W, but " + what + " has " +
-                    sample.str());
+    throw UserError("option --data.augment " + a.str() + ": needs image samples C×H×W, but " + what +
+                    " has " + sample.str());
 }
 
 void augment_batch(const Augment& a, const Tensor& x, const int64_t* indices, int64_t n, uint64_t seed,

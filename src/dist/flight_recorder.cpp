@@ -118,8 +118,8 @@ std::string FlightRecorder::to_json(const std::string& reason) {
                   "  {\"seq\": %" PRIu64 ", \"op\": \"%s\", \"count\": %" PRId64
                   ", \"dtype\": \"%s\", \"comm\": \"%s\", \"step\": %" PRId64
                   ", \"enqueue_s\": %.6f, \"start_s\": %.6f, \"end_s\": %.6f, \"state\": \"%s\"}%s\n",
-                  e.seq, coll_op_name(static_cast<CollOp>(e.op)), e.count, dtype_name(e.dtype), e.comm, e.step,
-                  e.enqueue_s, e.start_s, e.end_s, state_name(e.state), i + 1 < recorded ? "," : "");
+                  e.seq, coll_op_name(static_cast<CollOp>(e.op)), e.count, dtype_name(e.dtype), e.comm,
+                  e.step, e.enqueue_s, e.start_s, e.end_s, state_name(e.state), i + 1 < recorded ? "," : "");
     out += line;
   }
   out += "]}\n";

@@ -47,8 +47,8 @@ GradReducer::GradReducer(Communicator& comm, const Tensor& grads, double bucket_
                          const std::vector<int64_t>& cut_points, bool overlap,
                          std::vector<int64_t> shard_bounds)
     : comm_(comm), grads_(grads), overlap_(overlap), shards_(std::move(shard_bounds)) {
-  HPC_ASSERT(shards_.empty() || (shards_.size() == static_cast<size_t>(comm.size()) + 1 &&
-                                 shards_.back() == grads.count()),
+  HPC_ASSERT(shards_.empty() ||
+                 (shards_.size() == static_cast<size_t>(comm.size()) + 1 && shards_.back() == grads.count()),
              "GradReducer: shard bounds do not fit the buffer");
   auto elems = [&](double bytes) {
     return static_cast<int64_t>(
@@ -120,7 +120,8 @@ double GradReducer::finish() {
 namespace hpc::dist {
 
 void GradReducer::allgather_params(const Tensor& params) {
-  HPC_ASSERT(sharded() && params.count() == grads_.count(), "allgather_params: not sharded, or another layout");
+  HPC_ASSERT(sharded() && params.count() == grads_.count(),
+             "allgather_params: not sharded, or another layout");
   std::vector<std::unique_ptr<Request>> reqs;
   for (auto it = buckets_.rbegin(); it != buckets_.rend(); ++it)  // launch order is highest offsets first
     reqs.push_back(comm_.allgather_shards_async(params.slice(it->begin, Shape{it->end - it->begin}),

@@ -360,9 +360,11 @@ class MpiPlainRequest final : public Request {
 };
 }  // namespace
 
-std::unique_ptr<Request> MpiComm::allgather_shards_async(const Tensor& buf, const std::vector<int64_t>& bounds) {
+std::unique_ptr<Request> MpiComm::allgather_shards_async(const Tensor& buf,
+                                                         const std::vector<int64_t>& bounds) {
   HPC_ASSERT(buf.device() == Device::CPU, "MpiComm gathers host buffers only");
-  bool ok = bounds.size() == static_cast<size_t>(size_) + 1 && bounds.front() == 0 && bounds.back() == buf.count();
+  bool ok =
+      bounds.size() == static_cast<size_t>(size_) + 1 && bounds.front() == 0 && bounds.back() == buf.count();
   for (size_t i = 1; ok && i < bounds.size(); ++i) ok = bounds[i - 1] <= bounds[i];
   HPC_ASSERT(ok, "allgather_shards: shard bounds do not cut the buffer");
   const uint64_t seq = begin_collective(CollOp::Allgather, buf.count(), buf.dtype());
@@ -377,14 +379,16 @@ std::unique_ptr<Request> MpiComm::allgather_shards_async(const Tensor& buf, cons
   }
   std::vector<MPI_Request> reqs(1);
   const MPI_Datatype type = mpi_type(buf.dtype());
-  int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, type, buf.raw(), counts.data(), displs.data(), type, comm_, &reqs[0]);
+  int rc =
+      MPI_Iallgatherv(MPI_IN_PLACE, 0, type, buf.raw(), counts.data(), displs.data(), type, comm_, &reqs[0]);
   if (rc != MPI_SUCCESS)
     fail(seq, CollOp::Allgather, std::string("failed: ") + MpiCallFailed(rc, "MPI_Iallgatherv").what());
   return std::make_unique<MpiPlainRequest>(
       [this, seq](std::vector<MPI_Request>& r) {
         wait_all(r, seq, CollOp::Allgather);
         end_collective(seq);
-      }, std::move(reqs));
+      },
+      std::move(reqs));
 }
 
 std::unique_ptr<Request> MpiComm::start_native(const Tensor& buf, ReduceOp op,
@@ -417,7 +421,8 @@ std::unique_ptr<Request> MpiComm::start_native(const Tensor& buf, ReduceOp op,
     rc = MPI_Ireduce_scatter(MPI_IN_PLACE, base, counts->data(), type, mop, comm_, &reqs[0]);
     // The counts must outlive the operation: kept alive by the completion callback below.
     auto then = [base, lo, n, es, op, this, counts, dtype = buf.dtype()] {
-      if (lo > 0 && n > 0) std::memmove(base + static_cast<size_t>(lo) * es, base, static_cast<size_t>(n) * es);
+      if (lo > 0 && n > 0)
+        std::memmove(base + static_cast<size_t>(lo) * es, base, static_cast<size_t>(n) * es);
       if (op == ReduceOp::Avg) backend_divide(base + static_cast<size_t>(lo) * es, n, dtype, size_);
     };
     if (rc != MPI_SUCCESS)

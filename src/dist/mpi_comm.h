@@ -93,7 +93,8 @@ class MpiComm final : public Communicator {
   std::unique_ptr<Request> reduce_scatter_async(const Tensor& buf, ReduceOp op,
                                                 const std::vector<int64_t>& bounds) override;
   // MPI_Iallgatherv in place (copies: any algorithm gives the same bits).
-  std::unique_ptr<Request> allgather_shards_async(const Tensor& buf, const std::vector<int64_t>& bounds) override;
+  std::unique_ptr<Request> allgather_shards_async(const Tensor& buf,
+                                                  const std::vector<int64_t>& bounds) override;
   void broadcast(const Tensor& buf, int root) override;
   void allgather(const Tensor& send, const Tensor& recv) override;
   void barrier() override;

@@ -199,15 +199,15 @@ void check_network(const LaunchFacts& launch, const std::vector<RankFacts>& rank
       out.warning("NCCL_IB_DISABLE=1 on " + host + " although it has InfiniBand (" + joined(devices) +
                   "): NCCL will use TCP sockets; unset it");
     if (!f.ib.empty() && !f.ibverbs)
-      out.problem("libibverbs.so.1 does not load on " + host + " although it has InfiniBand (" + joined(devices) +
+      out.problem("libibverbs.so.1 does not load on " + host + " although it has InfiniBand (" +
+                  joined(devices) +
                   "): NCCL and UCX fall back to TCP sockets; install rdma-core/libibverbs1 in the container "
                   "(or bind the host's libibverbs and its provider libraries into it)");
     if (!f.ib.empty() && env_of(f, "OMPI_MCA_pml") == "ob1" && num_nodes > 1 &&
-        env_of(f, "OMPI_MCA_btl").find("uct") == std::string::npos)
-    {
+        env_of(f, "OMPI_MCA_btl").find("uct") == std::string::npos) {
       const std::string text = "OMPI_MCA_pml=ob1 on " + host + ", which has InfiniBand (" + joined(devices) +
-                                "): Open MPI sends " + (f.device == "cpu" ? "the gradients" : "its messages") +
-                                " over TCP; use OMPI_MCA_pml=ucx (or unset it and let Open MPI pick UCX)";
+                               "): Open MPI sends " + (f.device == "cpu" ? "the gradients" : "its messages") +
+                               " over TCP; use OMPI_MCA_pml=ucx (or unset it and let Open MPI pick UCX)";
       f.device == "cpu" ? out.problem(text) : out.warning(text);
     }
     if (has_env(f, "NCCL_SOCKET_IFNAME") &&

@@ -90,7 +90,8 @@ void io(Io& a, T& v) {
   } else if constexpr (std::is_same_v<U, GpuFacts>) {
     a.item(v.index), a.item(v.name), a.item(v.pci_bus_id), a.item(v.total_bytes), a.item(v.numa_node);
   } else if constexpr (std::is_same_v<U, IbPort>) {
-    a.item(v.device), a.item(v.port), a.item(v.state), a.item(v.rate), a.item(v.link_layer), a.item(v.numa_node);
+    a.item(v.device), a.item(v.port), a.item(v.state), a.item(v.rate), a.item(v.link_layer),
+        a.item(v.numa_node);
   } else if constexpr (std::is_same_v<U, SplitFacts>) {
     a.item(v.name), a.item(v.samples), a.item(v.sample_shape), a.item(v.dtype), a.item(v.num_classes),
         a.item(v.mapped), a.item(v.why_not), a.item(v.tokens);

@@ -137,7 +137,8 @@ FlightVerdict analyse_flight(const std::vector<FlightFile>& files, int world) {
                       std::to_string(newest));
     return v;
   }
-  std::string line = "diverging collective: #" + std::to_string(v.seq) + (v.what.empty() ? "" : " (" + v.what + ")");
+  std::string line =
+      "diverging collective: #" + std::to_string(v.seq) + (v.what.empty() ? "" : " (" + v.what + ")");
   if (!v.waiting.empty()) line += ": rank(s) " + dist::rank_list(v.waiting) + " wait in it";
   if (!v.behind.empty())
     line += std::string(v.waiting.empty() ? ": " : "; ") + "rank(s) " + dist::rank_list(v.behind) +
@@ -158,10 +159,11 @@ FlightVerdict analyse_flight(const std::vector<FlightFile>& files, int world) {
     v.lines.push_back("no record from rank(s) " + dist::rank_list(v.missing) +
                       ": unreachable (dead, or run.dir is not shared with their node)");
   if (!v.behind.empty())
-    v.lines.push_back("problem: rank(s) " + dist::rank_list(v.behind) + " fell behind at collective #" +
-                      std::to_string(v.seq) +
-                      "; fix: look at what they compute there (their stack: py-spy/gdb -p PID while it hangs), "
-                      "or their node's health");
+    v.lines.push_back(
+        "problem: rank(s) " + dist::rank_list(v.behind) + " fell behind at collective #" +
+        std::to_string(v.seq) +
+        "; fix: look at what they compute there (their stack: py-spy/gdb -p PID while it hangs), "
+        "or their node's health");
   return v;
 }
 
@@ -190,7 +192,8 @@ int run_flight(const std::string& run_dir) {
                     : " (they are written when a collective times out, on SIGUSR2, or on a crash)");
     return EXIT_BAD_INPUT;
   }
-  std::sort(files.begin(), files.end(), [](const FlightFile& a, const FlightFile& b) { return a.rank < b.rank; });
+  std::sort(files.begin(), files.end(),
+            [](const FlightFile& a, const FlightFile& b) { return a.rank < b.rank; });
   // The world size: the records hold no more than their own rank; a config.ini beside them may say more.
   const FlightVerdict v = analyse_flight(files, world);
   std::printf("hpctrain doctor --flight %s\n", run_dir.c_str());

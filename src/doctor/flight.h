@@ -32,12 +32,12 @@ FlightFile parse_flight(const std::string& text, const std::string& path);
 
 struct FlightVerdict {
   bool diverged = false;
-  uint64_t seq = 0;               // the diverging collective
-  std::string what;               // "allreduce of 1024 float32 at step 4"
-  std::vector<int> behind;        // never started it
-  std::vector<int> waiting;       // started, not completed
-  std::vector<int> missing;       // ranks without a file (0 .. world-1, world from the highest rank seen)
-  std::vector<std::string> lines; // the report
+  uint64_t seq = 0;                // the diverging collective
+  std::string what;                // "allreduce of 1024 float32 at step 4"
+  std::vector<int> behind;         // never started it
+  std::vector<int> waiting;        // started, not completed
+  std::vector<int> missing;        // ranks without a file (0 .. world-1, world from the highest rank seen)
+  std::vector<std::string> lines;  // the report
 };
 
 // The analysis, a pure function of the files (unit-tested).

@@ -21,7 +21,8 @@ std::vector<IbPort> scan_infiniband(const std::string& root = "/sys/class/infini
 
 // A sysfs numa_node file's value; -1 when absent or unreadable (also the kernel's "one node").
 int read_numa_node(const std::filesystem::path& file);
-// The NUMA node of the GPU at CUDA's PCI bus id ("00000000:17:00.0"), from `root` (normally /sys/bus/pci/devices).
+// The NUMA node of the GPU at CUDA's PCI bus id ("00000000:17:00.0"), from `root` (normally
+// /sys/bus/pci/devices).
 int gpu_numa_node(const std::string& pci_bus_id, const std::string& root = "/sys/bus/pci/devices");
 // dlopen(name) works in this process (a library the container may lack: libibverbs.so.1).
 bool library_loads(const char* name);

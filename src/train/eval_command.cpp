@@ -31,8 +31,8 @@ namespace {
 Config run_config(const ckpt::Checkpoint& c, const Config& cfg) {
   const std::string what = "checkpoint '" + cfg.checkpoint + "'";
   if (c.config_ini.empty()) throw UserError(what + ": holds no run configuration");
-  const std::filesystem::path tmp = std::filesystem::temp_directory_path() /
-                                    ("hpctrain-eval-" + std::to_string(getpid()) + ".ini");
+  const std::filesystem::path tmp =
+      std::filesystem::temp_directory_path() / ("hpctrain-eval-" + std::to_string(getpid()) + ".ini");
   {
     // The run's file names are not this command's (and may be gone): left out, the command's own apply.
     std::istringstream in(c.config_ini);
@@ -69,8 +69,8 @@ Config run_config(const ckpt::Checkpoint& c, const Config& cfg) {
 void check_fits(const Task& task, const data::SplitInfo& info, const Shape& in, const Shape& out,
                 const std::string& data_what, const std::string& ckpt_what) {
   if (!(info.sample_shape == in))
-    throw UserError(data_what + ": samples are " + info.sample_shape.str() + " but the model of " + ckpt_what +
-                    " takes " + in.str());
+    throw UserError(data_what + ": samples are " + info.sample_shape.str() + " but the model of " +
+                    ckpt_what + " takes " + in.str());
   if (task.language_model()) {
     if (out.rank() != 2 || out[1] < info.num_classes)
       throw UserError(data_what + ": token ids up to " + std::to_string(info.num_classes - 1) +
@@ -81,7 +81,8 @@ void check_fits(const Task& task, const data::SplitInfo& info, const Shape& in, 
                       ckpt_what + " predicts " + std::to_string(out.count()));
   } else if (info.target_shape.count() != out.count()) {
     throw UserError(data_what + ": " + std::to_string(info.target_shape.count()) +
-                    " targets per sample but the model of " + ckpt_what + " gives " + std::to_string(out.count()));
+                    " targets per sample but the model of " + ckpt_what + " gives " +
+                    std::to_string(out.count()));
   }
 }
 
@@ -116,7 +117,8 @@ class PredFile {
   PredFile(const std::string& path, int64_t n, const Shape& out, Task::Kind kind)
       : path_(path), tmp_(path + ".tmp-" + std::to_string(getpid())), out_(out), kind_(kind) {
     auto lock = data::h5_lock();
-    file_ = data::H5Handle(H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, "file");
+    file_ =
+        data::H5Handle(H5Fcreate(tmp_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose, "file");
     if (!file_.valid()) throw UserError("cannot create '" + tmp_ + "' for --out " + path_);
     std::vector<hsize_t> full = {static_cast<hsize_t>(n)};
     for (int i = 0; i < out.rank(); ++i) full.push_back(static_cast<hsize_t>(out[i]));
@@ -125,7 +127,8 @@ class PredFile {
     } else {
       logits_ = dataset("logits", full, H5T_IEEE_F32LE);
       if (kind == Task::Kind::Classification) {
-        probs_ = dataset("probs", {static_cast<hsize_t>(n), static_cast<hsize_t>(out.count())}, H5T_IEEE_F32LE);
+        probs_ =
+            dataset("probs", {static_cast<hsize_t>(n), static_cast<hsize_t>(out.count())}, H5T_IEEE_F32LE);
         pred_ = dataset("pred", {static_cast<hsize_t>(n)}, H5T_STD_I32LE);
       }
     }
@@ -152,11 +155,13 @@ class PredFile {
     std::vector<int32_t> pred(static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) {
       const float* z = logits + i * width;
-      const int64_t best = std::max_element(z, z + width) - z;  // ties to the lower class, as the loss's top-1
+      const int64_t best =
+          std::max_element(z, z + width) - z;  // ties to the lower class, as the loss's top-1
       double sum = 0;
       for (int64_t j = 0; j < width; ++j) sum += std::exp(double(z[j]) - z[best]);
       for (int64_t j = 0; j < width; ++j)
-        probs[static_cast<size_t>(i * width + j)] = static_cast<float>(std::exp(double(z[j]) - z[best]) / sum);
+        probs[static_cast<size_t>(i * width + j)] =
+            static_cast<float>(std::exp(double(z[j]) - z[best]) / sum);
       pred[static_cast<size_t>(i)] = static_cast<int32_t>(best);
     }
     rows(probs_, first, count, width, H5T_NATIVE_FLOAT, probs.data());
@@ -226,8 +231,9 @@ class EvalSession {
     device_ = resolve_rank_device(cfg.train.device, ctx);
     backend::cpu::configure_threads(ctx.info().local_size);
     const std::string ckpt_what = "checkpoint '" + cfg.checkpoint + "'";
-    model_ = std::make_unique<nn::Model>(ckpt_.spec, ckpt_.input_shape,
-                                         MixedPrecision::model_dtype(run_.train.precision, device_), 0, device_);
+    model_ =
+        std::make_unique<nn::Model>(ckpt_.spec, ckpt_.input_shape,
+                                    MixedPrecision::model_dtype(run_.train.precision, device_), 0, device_);
     check_fits(data_.task, split.info(), model_->input_shape(), model_->output_shape(),
                "data file '" + cfg.data.path + "': /" + split_name_, ckpt_what);
     load_state(ckpt_what);
@@ -235,7 +241,8 @@ class EvalSession {
     rows_ = ckpt_.batch_size > 0 ? ckpt_.batch_size : run_.train.batch_size;
     upload_ = std::make_unique<BatchUpload>(device_, model_->dtype(), model_->input_dtype());
     loader_ = std::make_unique<data::Loader>(
-        split, rows_, data::LoaderOptions{cfg.data.workers, cfg.data.prefetch, BatchUpload::host_allocator(device_)});
+        split, rows_,
+        data::LoaderOptions{cfg.data.workers, cfg.data.prefetch, BatchUpload::host_allocator(device_)});
   }
 
   int run() {
@@ -251,10 +258,11 @@ class EvalSession {
     const data::SplitInfo& info = split().info();
     in.top5 = info.classification && info.num_classes >= 10;
     if (ctx_.is_root())
-      std::printf("%s: %s (step %lld) on %s /%s: %lld %s, batch %lld, %d rank(s), %s\n", name_of(cfg_.command),
-                  cfg_.checkpoint.c_str(), static_cast<long long>(ckpt_.step), cfg_.data.path.c_str(),
-                  split_name_.c_str(), static_cast<long long>(info.size), data_.task.sample_word(),
-                  static_cast<long long>(rows_), ctx_.world(), device_ == Device::CUDA ? "cuda" : "cpu");
+      std::printf("%s: %s (step %lld) on %s /%s: %lld %s, batch %lld, %d rank(s), %s\n",
+                  name_of(cfg_.command), cfg_.checkpoint.c_str(), static_cast<long long>(ckpt_.step),
+                  cfg_.data.path.c_str(), split_name_.c_str(), static_cast<long long>(info.size),
+                  data_.task.sample_word(), static_cast<long long>(rows_), ctx_.world(),
+                  device_ == Device::CUDA ? "cuda" : "cpu");
     return cfg_.command == Command::Predict ? predict(in) : evaluate(in);
   }
 
@@ -298,9 +306,10 @@ class EvalSession {
     std::printf("eval time: %.3f s, %.0f %s/s on %d rank(s)\n", seconds, samples / std::max(seconds, 1e-9),
                 data_.task.sample_word(), ctx_.world());
     std::ostringstream js;
-    js << "{\"checkpoint\": " << json_quote(cfg_.checkpoint) << ", \"seconds\": " << json_number(seconds) << ", \"step\": " << ckpt_.step
-       << ", \"split\": " << json_quote(split_name_) << ", \"count\": " << r.count
-       << ", \"val_loss\": " << json_number(r.loss) << ", \"val_acc\": " << json_number(r.acc);
+    js << "{\"checkpoint\": " << json_quote(cfg_.checkpoint) << ", \"seconds\": " << json_number(seconds)
+       << ", \"step\": " << ckpt_.step << ", \"split\": " << json_quote(split_name_)
+       << ", \"count\": " << r.count << ", \"val_loss\": " << json_number(r.loss)
+       << ", \"val_acc\": " << json_number(r.acc);
     if (r.top5 >= 0) js << ", \"val_top5\": " << json_number(r.top5);
     if (data_.task.language_model()) js << ", \"val_ppl\": " << json_number(std::exp(r.loss));
     if (classes) {
@@ -310,8 +319,10 @@ class EvalSession {
         const double a = detail.class_acc(c);
         js << (c ? ", " : "") << (a < 0 ? "null" : json_number(a));
         char part[48];
-        if (a >= 0) std::snprintf(part, sizeof part, "  %lld %.2f%%", static_cast<long long>(c), 100 * a);
-        else std::snprintf(part, sizeof part, "  %lld -", static_cast<long long>(c));
+        if (a >= 0)
+          std::snprintf(part, sizeof part, "  %lld %.2f%%", static_cast<long long>(c), 100 * a);
+        else
+          std::snprintf(part, sizeof part, "  %lld -", static_cast<long long>(c));
         line += part;
       }
       js << "], \"confusion\": [";
@@ -325,9 +336,10 @@ class EvalSession {
       std::printf("%s\n", line.c_str());
     }
     js << "}\n";
-    const std::string out = !cfg_.eval.out.empty()
-                                ? cfg_.eval.out
-                                : (std::filesystem::path(cfg_.checkpoint).parent_path() / "eval.json").string();
+    const std::string out =
+        !cfg_.eval.out.empty()
+            ? cfg_.eval.out
+            : (std::filesystem::path(cfg_.checkpoint).parent_path() / "eval.json").string();
     write_atomically(out, js.str());
     std::printf("wrote %s\n", out.c_str());
     std::fflush(stdout);
@@ -343,7 +355,8 @@ class EvalSession {
       outs.emplace_back(h.data<float>(), h.data<float>() + valid * width);
     });
     std::unique_ptr<PredFile> file;
-    if (ctx_.is_root()) file = std::make_unique<PredFile>(cfg_.eval.out, n, model_->output_shape(), data_.task.kind());
+    if (ctx_.is_root())
+      file = std::make_unique<PredFile>(cfg_.eval.out, n, model_->output_shape(), data_.task.kind());
     const int64_t batches = eval_batches(n, rows_), rounds = (batches + world - 1) / world;
     Tensor send(Shape{rows_ * width}, DType::F32), recv(Shape{world * rows_ * width}, DType::F32);
     for (int64_t j = 0; j < rounds; ++j) {
@@ -383,7 +396,8 @@ class EvalSession {
   int64_t rows_ = 0;
 };
 
-EvalCommand::EvalCommand(const Config& cfg, dist::Context& ctx) : s_(std::make_unique<EvalSession>(cfg, ctx)) {}
+EvalCommand::EvalCommand(const Config& cfg, dist::Context& ctx)
+    : s_(std::make_unique<EvalSession>(cfg, ctx)) {}
 EvalCommand::~EvalCommand() = default;
 int EvalCommand::run() { return s_->run(); }
 

@@ -14,8 +14,7 @@ namespace {
 // The logits as float32 host memory (a view of them when they already are).
 Tensor host_float(const Tensor& logits, Tensor& staging) {
   if (logits.device() == Device::CPU && logits.dtype() == DType::F32) return logits;
-  if (!staging.defined() || staging.count() != logits.count())
-    staging = Tensor(logits.shape(), DType::F32);
+  if (!staging.defined() || staging.count() != logits.count()) staging = Tensor(logits.shape(), DType::F32);
   Tensor src = logits;
   if (logits.dtype() != DType::F32) {
     src = Tensor(logits.shape(), DType::F32, logits.device());

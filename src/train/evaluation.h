@@ -49,7 +49,7 @@ struct EvalInputs {
 // Classification detail, summed over every rank.
 struct EvalDetail {
   int64_t classes = 0;
-  std::vector<int64_t> confusion;  // classes × classes, [true][predicted]
+  std::vector<int64_t> confusion;     // classes × classes, [true][predicted]
   double class_acc(int64_t c) const;  // -1 for a class without samples
 };
 

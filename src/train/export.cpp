@@ -39,7 +39,8 @@ void write_file(const std::string& path, const std::string& bytes) {
 }
 
 std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
   return s;
 }
 
@@ -47,18 +48,21 @@ void export_torch(const ckpt::Checkpoint& c, const nn::Model& model, const std::
   std::vector<NamedArray> arrays;
   for (const nn::ParamInfo& p : model.param_info())
     arrays.push_back({p.name, p.shape, c.params.data<float>() + p.offset});
-  for (const ckpt::NamedTensor& b : c.buffers) arrays.push_back({b.name, b.value.shape(), b.value.data<float>()});
+  for (const ckpt::NamedTensor& b : c.buffers)
+    arrays.push_back({b.name, b.value.shape(), b.value.data<float>()});
   std::string shape = "(";
   for (int d = 0; d < c.input_shape.rank(); ++d) shape += std::to_string(c.input_shape[d]) + ", ";
   shape += ")";
   write_file(dir + "/model.safetensors",
-             safetensors_bytes(arrays, {{"format", "pt"}, {"hpctrain_spec", c.spec}, {"step", std::to_string(c.step)}}));
+             safetensors_bytes(
+                 arrays, {{"format", "pt"}, {"hpctrain_spec", c.spec}, {"step", std::to_string(c.step)}}));
   std::string py = replace_all(torch_model_py(), "@SPEC@", json_quote(model.spec()));
   write_file(dir + "/model.py", replace_all(py, "@INPUT_SHAPE@", shape));
 }
 
 // config.json + model.safetensors as GPT2LMHeadModel.save_pretrained writes them (float32, lm_head tied).
-void export_hf(const ckpt::Checkpoint& c, const nn::Model& model, const std::string& dir, const std::string& what) {
+void export_hf(const ckpt::Checkpoint& c, const nn::Model& model, const std::string& dir,
+               const std::string& what) {
   const GptShape g = gpt_shape_of(model, what);
   std::vector<Tensor> transposed;  // keeps the Conv1D copies alive until the file is written
   std::vector<NamedArray> arrays;
@@ -80,10 +84,12 @@ void export_hf(const ckpt::Checkpoint& c, const nn::Model& model, const std::str
   write_file(dir + "/model.safetensors", safetensors_bytes(arrays, {{"format", "pt"}}));
   std::ostringstream j;
   j << "{\n  \"architectures\": [\"GPT2LMHeadModel\"],\n  \"model_type\": \"gpt2\",\n"
-    << "  \"vocab_size\": " << g.vocab << ",\n  \"n_positions\": " << g.context << ",\n  \"n_ctx\": " << g.context
-    << ",\n  \"n_embd\": " << g.width << ",\n  \"n_layer\": " << g.layers << ",\n  \"n_head\": " << g.heads
+    << "  \"vocab_size\": " << g.vocab << ",\n  \"n_positions\": " << g.context
+    << ",\n  \"n_ctx\": " << g.context << ",\n  \"n_embd\": " << g.width << ",\n  \"n_layer\": " << g.layers
+    << ",\n  \"n_head\": " << g.heads
     << ",\n  \"n_inner\": null,\n  \"activation_function\": \"gelu_new\",\n  \"layer_norm_epsilon\": 1e-05,\n"
-    << "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n  \"tie_word_embeddings\": true,\n"
+    << "  \"resid_pdrop\": 0.0,\n  \"embd_pdrop\": 0.0,\n  \"attn_pdrop\": 0.0,\n  \"tie_word_embeddings\": "
+       "true,\n"
     << "  \"torch_dtype\": \"float32\"\n}\n";
   write_file(dir + "/config.json", j.str());
 }
@@ -99,25 +105,31 @@ int export_command(const Config& cfg) {
                       " parameters stored but its model spec has " + std::to_string(model.num_params()));
     const std::string& dir = cfg.eval.out;
     const bool hf = cfg.eval.format == ExportFormat::Hf, onnx = cfg.eval.format == ExportFormat::Onnx;
-    if (hf) gpt_shape_of(model, "export --format hf of checkpoint '" + cfg.checkpoint + "'");  // refuse before writing
+    if (hf)
+      gpt_shape_of(model,
+                   "export --format hf of checkpoint '" + cfg.checkpoint + "'");  // refuse before writing
     // ONNX: the whole model is built (and refused, naming a layer) before the directory is made.
-    const std::string onnx_model = onnx ? onnx_bytes(c, model, "export --format onnx of checkpoint '" + cfg.checkpoint + "'") : "";
+    const std::string onnx_model =
+        onnx ? onnx_bytes(c, model, "export --format onnx of checkpoint '" + cfg.checkpoint + "'") : "";
     std::error_code ec;
     std::filesystem::create_directory(dir, ec);
     if (!std::filesystem::is_directory(dir))
-      throw UserError("option --out: cannot create the directory '" + dir + "'" + (ec ? ": " + ec.message() : ""));
+      throw UserError("option --out: cannot create the directory '" + dir + "'" +
+                      (ec ? ": " + ec.message() : ""));
     if (onnx) {
       write_file(dir + "/model.onnx", onnx_model);
-      std::printf("export: %s (step %lld, %lld parameters) → %s/model.onnx (opset 13)\n", cfg.checkpoint.c_str(),
-                  static_cast<long long>(c.step), static_cast<long long>(c.num_params()), dir.c_str());
+      std::printf("export: %s (step %lld, %lld parameters) → %s/model.onnx (opset 13)\n",
+                  cfg.checkpoint.c_str(), static_cast<long long>(c.step),
+                  static_cast<long long>(c.num_params()), dir.c_str());
       return EXIT_OK;
     }
     if (hf)
       export_hf(c, model, dir, "export --format hf of checkpoint '" + cfg.checkpoint + "'");
     else
       export_torch(c, model, dir);
-    std::printf("export: %s (step %lld, %lld parameters) → %s/model.safetensors, %s/%s\n", cfg.checkpoint.c_str(),
-                static_cast<long long>(c.step), static_cast<long long>(c.num_params()), dir.c_str(), dir.c_str(),
+    std::printf("export: %s (step %lld, %lld parameters) → %s/model.safetensors, %s/%s\n",
+                cfg.checkpoint.c_str(), static_cast<long long>(c.step),
+                static_cast<long long>(c.num_params()), dir.c_str(), dir.c_str(),
                 hf ? "config.json (Hugging Face GPT-2 layout)" : "model.py");
     return EXIT_OK;
   } catch (const Error& e) {

@@ -28,8 +28,9 @@ namespace hpc::train {
 
 bool onnx_available() { return false; }
 std::string onnx_bytes(const ckpt::Checkpoint&, const nn::Model&, const std::string& what) {
-  throw UserError(what + ": this hpctrain was built without ONNX support (install Debian's libonnx-dev and "
-                         "libprotobuf-dev, then rebuild: `make` shows ✓ ONNX export)");
+  throw UserError(what +
+                  ": this hpctrain was built without ONNX support (install Debian's libonnx-dev and "
+                  "libprotobuf-dev, then rebuild: `make` shows ✓ ONNX export)");
 }
 
 #else
@@ -42,7 +43,8 @@ class Emitter {
  public:
   Emitter(onnx::GraphProto* g, const ckpt::Checkpoint& c, const nn::Model& model, std::string what)
       : g_(g), what_(std::move(what)) {
-    for (const nn::ParamInfo& p : model.param_info()) params_[p.name] = {p.shape, c.params.data<float>() + p.offset};
+    for (const nn::ParamInfo& p : model.param_info())
+      params_[p.name] = {p.shape, c.params.data<float>() + p.offset};
     for (const ckpt::NamedTensor& b : c.buffers) params_[b.name] = {b.value.shape(), b.value.data<float>()};
   }
 
@@ -66,7 +68,8 @@ class Emitter {
       return node("Flatten", {y}, [](onnx::NodeProto* n) { attr_i(n, "axis", 1); });
     }
     if (k == "conv") {
-      const int64_t out = static_cast<int64_t>(a.positional.at(0)), kk = static_cast<int64_t>(a.positional.at(1));
+      const int64_t out = static_cast<int64_t>(a.positional.at(0)),
+                    kk = static_cast<int64_t>(a.positional.at(1));
       const int64_t s = static_cast<int64_t>(num("stride", 1)), p = static_cast<int64_t>(num("pad", 0));
       std::vector<std::string> in = {x, init(prefix + "weight")};
       if (num("bias", 1) != 0) in.push_back(init(prefix + "bias"));
@@ -92,7 +95,8 @@ class Emitter {
                   [eps](onnx::NodeProto* n) { attr_f(n, "epsilon", eps); });
     }
     if (k == "maxpool" || k == "avgpool") {
-      const int64_t kk = static_cast<int64_t>(a.positional.at(0)), s = static_cast<int64_t>(num("stride", double(kk)));
+      const int64_t kk = static_cast<int64_t>(a.positional.at(0)),
+                    s = static_cast<int64_t>(num("stride", double(kk)));
       shape = Shape{shape[0], (shape[1] - kk) / s + 1, (shape[2] - kk) / s + 1};
       return node(k == "maxpool" ? "MaxPool" : "AveragePool", {x}, [&](onnx::NodeProto* n) {
         attr_is(n, "kernel_shape", {kk, kk});
@@ -106,7 +110,8 @@ class Emitter {
         y = layer(a.children[j], prefix + "body." + std::to_string(j) + ".", y, shape,
                   where + " > " + a.children[j].name);
       std::string s = x;
-      if (!(shape == in_shape)) {  // the projection hpctrain builds: 1x1 conv (or linear) without bias, then bn
+      if (!(shape ==
+            in_shape)) {  // the projection hpctrain builds: 1x1 conv (or linear) without bias, then bn
         const std::string sp = prefix + "shortcut.";
         if (in_shape.rank() == 3) {
           int64_t stride = 1;
@@ -123,7 +128,8 @@ class Emitter {
           s = node("Gemm", {x, init(sp + "0.weight")}, [](onnx::NodeProto* n) { attr_i(n, "transB", 1); });
         }
         s = node("BatchNormalization",
-                 {s, init(sp + "1.gamma"), init(sp + "1.beta"), init(sp + "1.running_mean"), init(sp + "1.running_var")},
+                 {s, init(sp + "1.gamma"), init(sp + "1.beta"), init(sp + "1.running_mean"),
+                  init(sp + "1.running_var")},
                  [](onnx::NodeProto* n) { attr_f(n, "epsilon", 1e-5f); });
       }
       return node("Add", {y, s});
@@ -154,7 +160,8 @@ class Emitter {
     for (int64_t x : v) a->add_ints(x);
   }
   template <class Attrs = void (*)(onnx::NodeProto*)>
-  std::string node(const char* op, const std::vector<std::string>& in, Attrs attrs = [](onnx::NodeProto*) {}) {
+  std::string node(
+      const char* op, const std::vector<std::string>& in, Attrs attrs = [](onnx::NodeProto*) {}) {
     onnx::NodeProto* n = g_->add_node();
     n->set_op_type(op);
     n->set_name(std::string(op) + "_" + std::to_string(count_));
@@ -177,7 +184,7 @@ class Emitter {
 
   onnx::GraphProto* g_;
   std::string what_;
-  std::map<std::string, std::pair<Shape, const float*>> params_;
+  std::map<std::string, std::pair<Shape, const float*> > params_;
   int count_ = 0;
 };
 

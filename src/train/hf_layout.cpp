@@ -28,8 +28,10 @@ GptShape gpt_shape_of(const nn::Model& model, const std::string& what) {
   }
   g.layers = static_cast<int64_t>(i) - 1;
   if (g.layers == 0) refuse(std::min(i, layers.size() - 1), "no transformer block after the embedding");
-  if (i >= layers.size() || layers[i].name != "ln") refuse(std::min(i, layers.size() - 1), "expected the final ln");
-  if (i + 1 >= layers.size() || layers[i + 1].name != "lm_head") refuse(std::min(i + 1, layers.size() - 1), "expected lm_head");
+  if (i >= layers.size() || layers[i].name != "ln")
+    refuse(std::min(i, layers.size() - 1), "expected the final ln");
+  if (i + 1 >= layers.size() || layers[i + 1].name != "lm_head")
+    refuse(std::min(i + 1, layers.size() - 1), "expected lm_head");
   if (i + 2 != layers.size()) refuse(i + 2, "nothing may follow lm_head");
   const Shape& out = model.output_shape();
   g.context = out[0];
@@ -43,13 +45,18 @@ std::optional<HfName> hf_name_of(const std::string& name) {
   if (name == "0.embed.token") return HfName{"transformer.wte.weight", false};
   if (name == "0.embed.position") return HfName{"transformer.wpe.weight", false};
   static const std::regex block(R"((\d+)\.block\.(.+))"), final_ln(R"((\d+)\.ln\.(gamma|beta))");
-  static const std::map<std::string, HfName> parts = {
-      {"ln1.gamma", {"ln_1.weight", false}},           {"ln1.beta", {"ln_1.bias", false}},
-      {"attn.qkv.weight", {"attn.c_attn.weight", true}}, {"attn.qkv.bias", {"attn.c_attn.bias", false}},
-      {"attn.proj.weight", {"attn.c_proj.weight", true}}, {"attn.proj.bias", {"attn.c_proj.bias", false}},
-      {"ln2.gamma", {"ln_2.weight", false}},           {"ln2.beta", {"ln_2.bias", false}},
-      {"mlp.fc.weight", {"mlp.c_fc.weight", true}},    {"mlp.fc.bias", {"mlp.c_fc.bias", false}},
-      {"mlp.proj.weight", {"mlp.c_proj.weight", true}}, {"mlp.proj.bias", {"mlp.c_proj.bias", false}}};
+  static const std::map<std::string, HfName> parts = {{"ln1.gamma", {"ln_1.weight", false}},
+                                                      {"ln1.beta", {"ln_1.bias", false}},
+                                                      {"attn.qkv.weight", {"attn.c_attn.weight", true}},
+                                                      {"attn.qkv.bias", {"attn.c_attn.bias", false}},
+                                                      {"attn.proj.weight", {"attn.c_proj.weight", true}},
+                                                      {"attn.proj.bias", {"attn.c_proj.bias", false}},
+                                                      {"ln2.gamma", {"ln_2.weight", false}},
+                                                      {"ln2.beta", {"ln_2.bias", false}},
+                                                      {"mlp.fc.weight", {"mlp.c_fc.weight", true}},
+                                                      {"mlp.fc.bias", {"mlp.c_fc.bias", false}},
+                                                      {"mlp.proj.weight", {"mlp.c_proj.weight", true}},
+                                                      {"mlp.proj.bias", {"mlp.c_proj.bias", false}}};
   std::smatch m;
   if (std::regex_match(name, m, block)) {
     auto it = parts.find(m[2].str());

@@ -61,8 +61,8 @@ MixedPrecision::MixedPrecision(Precision precision, Device device, const Tensor&
   HPC_ASSERT(0 <= shard_lo && shard_lo <= shard_hi && shard_hi <= model_params.count(),
              "mixed precision: shard outside the parameter buffer");
   const Shape flat{shard_hi - shard_lo};
-  params_shard_ = shard_lo == 0 && shard_hi == model_params.count() ? model_params
-                                                                    : model_params.slice(shard_lo, flat);
+  params_shard_ =
+      shard_lo == 0 && shard_hi == model_params.count() ? model_params : model_params.slice(shard_lo, flat);
   grads_shard_ =
       shard_lo == 0 && shard_hi == model_grads.count() ? model_grads : model_grads.slice(shard_lo, flat);
   if (!sixteen_bit()) return;
@@ -80,8 +80,9 @@ bool MixedPrecision::unscale() {
     return true;
   }
   double nonfinite =
-      grads32_.count() > 0 ? static_cast<double>(backend::unscale_grads(grads_shard_, grads32_, 1.0 / loss_scale()))
-                           : 0.0;
+      grads32_.count() > 0
+          ? static_cast<double>(backend::unscale_grads(grads_shard_, grads32_, 1.0 / loss_scale()))
+          : 0.0;
   if (max_over_ranks_) nonfinite = max_over_ranks_(nonfinite);
   return scale_.update(nonfinite > 0);
 }

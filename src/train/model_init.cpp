@@ -48,7 +48,8 @@ std::map<std::string, Tensor> from_hf(const std::map<std::string, Tensor>& hf, c
     const std::optional<HfName> h = hf_name_of(p.name);
     if (!h) continue;
     auto it = hf.find(h->name);
-    if (it == hf.end()) it = hf.find(h->name.substr(std::string("transformer.").size()));  // GPT2Model's names
+    if (it == hf.end())
+      it = hf.find(h->name.substr(std::string("transformer.").size()));  // GPT2Model's names
     if (it == hf.end()) continue;
     const Tensor& x = it->second;
     if (!h->transpose || x.shape().rank() != 2) {
@@ -97,7 +98,8 @@ std::string init_model(nn::Model& model, const std::string& path, const std::str
   std::string file = path;
   if (std::filesystem::is_directory(path)) file = path + "/model.safetensors";
   if (!std::filesystem::exists(file))
-    throw UserError(what + ": " + (file == path ? "no such file" : "the directory holds no model.safetensors"));
+    throw UserError(what + ": " +
+                    (file == path ? "no such file" : "the directory holds no model.safetensors"));
   std::map<std::string, Tensor> src;
   bool hf = false;
   if (is_hdf5(file)) {
@@ -126,7 +128,8 @@ std::string init_model(nn::Model& model, const std::string& path, const std::str
     if (skipped(name)) return nullptr;
     auto it = src.find(name);
     if (it == src.end())
-      throw UserError(what + " has no tensor '" + name + "'" + (hf ? " (in the Hugging Face GPT-2 layout)" : "") +
+      throw UserError(what + " has no tensor '" + name + "'" +
+                      (hf ? " (in the Hugging Face GPT-2 layout)" : "") +
                       ": leave it freshly initialised with --model.init_skip " + name);
     if (!(it->second.shape() == shape))
       throw UserError(what + ": tensor '" + name + "' is " + it->second.shape().str() + " there but " +
@@ -156,7 +159,8 @@ std::string init_model(nn::Model& model, const std::string& path, const std::str
   }
   for (size_t i = 0; i < skip.size(); ++i)
     if (!used[i]) throw UserError("option --model.init_skip: '" + skip[i] + "' names no tensor of the model");
-  return "model.init: " + std::to_string(loaded) + " tensors from " + path + (hf ? " (Hugging Face GPT-2 layout)" : "") +
+  return "model.init: " + std::to_string(loaded) + " tensors from " + path +
+         (hf ? " (Hugging Face GPT-2 layout)" : "") +
          (fresh ? ", " + std::to_string(fresh) + " freshly initialised (--model.init_skip)" : "");
 }
 

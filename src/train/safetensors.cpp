@@ -110,7 +110,9 @@ class JsonParser {
     }
     if (s_.compare(pos_, 4, "null") == 0) return pos_ += 4, v;
     size_t end = pos_;
-    while (end < s_.size() && (std::isdigit(static_cast<unsigned char>(s_[end])) || std::strchr("+-.eE", s_[end]))) ++end;
+    while (end < s_.size() &&
+           (std::isdigit(static_cast<unsigned char>(s_[end])) || std::strchr("+-.eE", s_[end])))
+      ++end;
     if (end == pos_) fail("unexpected character");
     v.kind = Json::Number;
     v.number = std::stod(s_.substr(pos_, end - pos_));
@@ -161,7 +163,8 @@ std::map<std::string, Tensor> read_safetensors(const std::string& path) {
   if (bytes.size() < 8) throw UserError(what + ": shorter than its 8-byte header length");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<size_t>(i)]);
-  if (n > bytes.size() - 8) throw UserError(what + ": header length " + std::to_string(n) + " beyond the file");
+  if (n > bytes.size() - 8)
+    throw UserError(what + ": header length " + std::to_string(n) + " beyond the file");
   const std::string header = bytes.substr(8, n);
   const Json root = JsonParser(header, what).parse();
   if (root.kind != Json::Object) throw UserError(what + ": the header is not a JSON object");
@@ -179,13 +182,15 @@ std::map<std::string, Tensor> read_safetensors(const std::string& path) {
     std::vector<int64_t> dims;
     for (const Json& d : shape->items) dims.push_back(static_cast<int64_t>(d.number));
     const Shape s(dims);
-    const size_t b = static_cast<size_t>(offsets->items[0].number), e = static_cast<size_t>(offsets->items[1].number);
+    const size_t b = static_cast<size_t>(offsets->items[0].number),
+                 e = static_cast<size_t>(offsets->items[1].number);
     const size_t width = dtype->text == "F32" ? 4 : dtype->text == "F64" ? 8 : 0;
     if (width == 0)
       throw UserError(what + ": tensor '" + name + "' is " + dtype->text +
                       "; hpctrain reads F32 and F64 (convert the file to float32)");
     if (e < b || data + e > bytes.size() || e - b != static_cast<size_t>(s.count()) * width)
-      throw UserError(what + ": tensor '" + name + "' has a byte range that does not fit its shape or the file");
+      throw UserError(what + ": tensor '" + name +
+                      "' has a byte range that does not fit its shape or the file");
     Tensor x(s, DType::F32);
     if (width == 4) {
       std::memcpy(x.raw(), bytes.data() + data + b, e - b);

@@ -17,8 +17,8 @@
 #include "backend/cpu/threads.h"
 #include "backend/device.h"
 #include "core/error.h"
-#include "dist/devices.h"
 #include "data/augment.h"
+#include "dist/devices.h"
 #include "train/device_choice.h"
 #include "train/model_init.h"
 #include "train/trainer.h"
@@ -136,9 +136,10 @@ void Trainer::sync_replicas() {
 void Trainer::build_optimizer() {
   // After sync_replicas: a 16-bit run's fp32 master weights are copies of rank 0's parameters.
   // dist.zero: master weights, fp32 gradients and optimizer state for this rank's shard only.
-  sharding_ = std::make_unique<Sharding>(cfg_.dist.zero, ctx_.rank(), ctx_.world(), model_->num_params(), device_);
-  precision_ = std::make_unique<MixedPrecision>(cfg_.train.precision, device_, model_->params(), model_->grads(),
-                                                sharding_->lo(), sharding_->hi());
+  sharding_ =
+      std::make_unique<Sharding>(cfg_.dist.zero, ctx_.rank(), ctx_.world(), model_->num_params(), device_);
+  precision_ = std::make_unique<MixedPrecision>(cfg_.train.precision, device_, model_->params(),
+                                                model_->grads(), sharding_->lo(), sharding_->hi());
   if (sharding_->active())
     precision_->set_count_over_ranks([this](double n) {
       comm_.allreduce(Tensor::borrow(&n, Shape{1}, DType::F64), dist::ReduceOp::Max);
@@ -176,10 +177,10 @@ void Trainer::start_loaders() {
     // The padding is what a raw 0 becomes (uint8 data are normalised while gathered).
     const float pad = info.x_dtype == DType::U8 ? static_cast<float>(-info.mean / info.std) : 0.0f;
     const int64_t accum = cfg_.train.accum_steps;
-    train_loader_->set_transform([this, augment, pad, accum](int64_t item, const int64_t* idx, int64_t n,
-                                                              const Tensor& x) {
-      data::augment_batch(augment, x, idx, n, cfg_.train.seed, item / accum / steps_per_epoch_, pad);
-    });
+    train_loader_->set_transform(
+        [this, augment, pad, accum](int64_t item, const int64_t* idx, int64_t n, const Tensor& x) {
+          data::augment_batch(augment, x, idx, n, cfg_.train.seed, item / accum / steps_per_epoch_, pad);
+        });
   }
   if (data_.val) val_loader_ = std::make_unique<data::Loader>(*data_.val, micro_batch_, options);
 }

@@ -120,7 +120,8 @@ std::string Tracer::finish(dist::Communicator& comm, const std::string& host) {
   Tensor lens(Shape{world}, DType::F64);
   comm.allgather(Tensor::borrow(&len, Shape{1}, DType::F64), lens);
   int64_t longest = 1;
-  for (int r = 0; r < world; ++r) longest = std::max<int64_t>(longest, static_cast<int64_t>(lens.data<double>()[r]));
+  for (int r = 0; r < world; ++r)
+    longest = std::max<int64_t>(longest, static_cast<int64_t>(lens.data<double>()[r]));
   std::string padded = mine;
   padded.resize(static_cast<size_t>(longest), ' ');
   Tensor all(Shape{world * longest}, DType::U8);
@@ -150,7 +151,8 @@ std::string Tracer::finish(dist::Communicator& comm, const std::string& host) {
   return file_;
 }
 
-std::string chrome_trace_json(const std::vector<std::string>& per_rank, const std::vector<std::string>& hosts) {
+std::string chrome_trace_json(const std::vector<std::string>& per_rank,
+                              const std::vector<std::string>& hosts) {
   std::string out = "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n";
   bool first = true;
   auto add = [&](const std::string& e) {
@@ -161,10 +163,11 @@ std::string chrome_trace_json(const std::vector<std::string>& per_rank, const st
   };
   for (size_t r = 0; r < per_rank.size(); ++r) {
     const std::string pid = std::to_string(r);
-    add("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " + pid + ", \"tid\": 0, \"args\": {\"name\": \"rank " +
-        pid + " (" + escape(r < hosts.size() ? hosts[r] : "") + ")\"}}");
-    add("{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": " + pid + ", \"tid\": 0, \"args\": {\"sort_index\": " +
-        pid + "}}");
+    add("{\"name\": \"process_name\", \"ph\": \"M\", \"pid\": " + pid +
+        ", \"tid\": 0, \"args\": {\"name\": \"rank " + pid + " (" + escape(r < hosts.size() ? hosts[r] : "") +
+        ")\"}}");
+    add("{\"name\": \"process_sort_index\", \"ph\": \"M\", \"pid\": " + pid +
+        ", \"tid\": 0, \"args\": {\"sort_index\": " + pid + "}}");
     const char* threads[] = {"trainer", "collectives", "checkpoint writer"};
     for (int t = 0; t < 3; ++t)
       add("{\"name\": \"thread_name\", \"ph\": \"M\", \"pid\": " + pid + ", \"tid\": " + std::to_string(t) +

@@ -83,6 +83,7 @@ class Tracer {
 };
 
 // One Chrome-trace file from every rank's events (`{…},\n{…}` each, as Tracer keeps them).
-std::string chrome_trace_json(const std::vector<std::string>& per_rank, const std::vector<std::string>& hosts);
+std::string chrome_trace_json(const std::vector<std::string>& per_rank,
+                              const std::vector<std::string>& hosts);
 
 }  // namespace hpc::train

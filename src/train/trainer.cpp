@@ -60,10 +60,11 @@ void Trainer::print_header() {
     for (size_t i = 0; i < ti.missing_classes.size() && i < 20; ++i)
       list += (i ? ", " : "") + std::to_string(ti.missing_classes[i]);
     if (ti.missing_classes.size() > 20) list += ", …";
-    std::printf("\nwarning: /train/y has no sample of class%s %s of its %lld classes (num_classes = %s); "
-                "training goes on",
-                ti.missing_classes.size() > 1 ? "es" : "", list.c_str(), static_cast<long long>(ti.num_classes),
-                ti.num_classes_source.c_str());
+    std::printf(
+        "\nwarning: /train/y has no sample of class%s %s of its %lld classes (num_classes = %s); "
+        "training goes on",
+        ti.missing_classes.size() > 1 ? "es" : "", list.c_str(), static_cast<long long>(ti.num_classes),
+        ti.num_classes_source.c_str());
   }
   std::printf("\nloader: %d worker thread(s), %d batches ahead, %s host buffers, %s", cfg_.data.workers,
               cfg_.data.prefetch, train_loader_->allocator_name(),
@@ -95,7 +96,8 @@ void Trainer::print_header() {
   if (!sharding_->note().empty()) std::printf("%s\n", sharding_->note().c_str());
   std::printf("memory per rank: parameters %.2f MiB, gradients %.2f MiB, optimizer state %.2f MiB%s",
               double(model_->params().num_bytes()) / 1048576.0, grad_buffer_bytes() / 1048576.0,
-              optimizer_state_bytes() / 1048576.0, precision_->sixteen_bit() ? " (with fp32 master weights)" : "");
+              optimizer_state_bytes() / 1048576.0,
+              precision_->sixteen_bit() ? " (with fp32 master weights)" : "");
   if (sharding_->active())
     std::printf("; ZeRO stage %d: this rank steps elements [%lld, %lld) of %lld", sharding_->stage(),
                 static_cast<long long>(sharding_->lo()), static_cast<long long>(sharding_->hi()),
@@ -103,9 +105,11 @@ void Trainer::print_header() {
   std::printf("\n");
   if (reducer_)
     std::printf("gradient %s: %d bucket(s) of ~%.3g MiB, %s, %s, dist.timeout %g s\n",
-                sharding_->active() ? "reduce-scatter" : "all-reduce", reducer_->num_buckets(), cfg_.dist.bucket_mb,
-                device_ == Device::CPU && cfg_.dist.reduce == ReduceAlgo::Native ? "MPI library's reduction (dist.reduce native)"
-                                                                               : "rank-ordered",
+                sharding_->active() ? "reduce-scatter" : "all-reduce", reducer_->num_buckets(),
+                cfg_.dist.bucket_mb,
+                device_ == Device::CPU && cfg_.dist.reduce == ReduceAlgo::Native
+                    ? "MPI library's reduction (dist.reduce native)"
+                    : "rank-ordered",
                 cfg_.dist.overlap && sharding_->stage() != 1 ? "overlapped with backward"
                                                              : "after backward (no overlap)",
                 cfg_.dist.timeout);
@@ -323,7 +327,8 @@ void Trainer::finish_trace() {
   gethostname(host, sizeof host);
   const std::string file = tracer_->finish(comm_, host);
   if (!file.empty())
-    progress_->line("trace: " + file + " (steps " + cfg_.log.trace_steps + ", " + std::to_string(ctx_.world()) +
+    progress_->line("trace: " + file + " (steps " + cfg_.log.trace_steps + ", " +
+                    std::to_string(ctx_.world()) +
                     " rank(s); open in https://ui.perfetto.dev or chrome://tracing)");
 }
 

@@ -195,7 +195,8 @@ bool Trainer::checkpoint_or_stop() {
   const double minutes = cfg_.ckpt.every_minutes;
   const double rank = ctx_.rank();
   // Rank 0's background write, if it finished since the last boundary: its failure joins the vote.
-  const int write_failed = std::max(std::exchange(pending_write_failure_, 0), writer_ ? collect_write(false) : 0);
+  const int write_failed =
+      std::max(std::exchange(pending_write_failure_, 0), writer_ ? collect_write(false) : 0);
   double vote[8] = {signo == SIGUSR1 ? 1.0 : 0.0,
                     signo == SIGUSR1 ? rank : 0.0,
                     signo == SIGTERM ? 1.0 : 0.0,
@@ -346,7 +347,8 @@ int Trainer::report_write(const ckpt::WriteResult& r, bool background) {
     for (const std::string& line : r.prune_lines) progress_->line("checkpoint: " + line);
     char took[64];
     if (background)
-      std::snprintf(took, sizeof took, "%.2f s in the background, training stalled %.3f s", r.seconds, r.stall_s);
+      std::snprintf(took, sizeof took, "%.2f s in the background, training stalled %.3f s", r.seconds,
+                    r.stall_s);
     else
       std::snprintf(took, sizeof took, "%.2f s", r.seconds);
     progress_->line("checkpoint: " + r.path + " (step " + std::to_string(r.step) + ", " + r.why + ", " +
@@ -396,7 +398,8 @@ void Trainer::settle_writes() {
   if (!cfg_.ckpt.async) return;  // no writer anywhere: nothing to agree on (the same on every rank)
   ctx_.host_comm().broadcast(Tensor::borrow(info, Shape{2}, DType::F64), 0);
   if (info[0] != 0) exit_code_ = static_cast<int>(info[0]);
-  if (static_cast<int64_t>(info[1]) == last_ckpt_step_) last_ckpt_step_ = -1;  // that snapshot never reached disk
+  if (static_cast<int64_t>(info[1]) == last_ckpt_step_)
+    last_ckpt_step_ = -1;  // that snapshot never reached disk
 }
 
 }  // namespace hpc::train

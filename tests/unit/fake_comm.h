@@ -30,13 +30,13 @@ class FakeComm : public dist::Communicator {
  public:
   using Range = std::pair<int64_t, int64_t>;  // [begin, end) in elements of the base buffer
   struct Call {
-    std::string
-        kind;  // "allreduce", "allreduce_before_compute", "async", "reduce_scatter", "allgather_shards",
-               // "broadcast", "allgather", "barrier"
+    std::string kind;  // "allreduce", "allreduce_before_compute", "async", "reduce_scatter",
+                       // "allgather_shards", "broadcast", "allgather", "barrier"
     dist::ReduceOp op = dist::ReduceOp::Sum;
     std::vector<Range> ranges;  // one per buffer (a group has several); relative to the base
-    std::vector<std::vector<int64_t>> bounds;  // reduce_scatter / allgather_shards: each buffer's shard bounds
-    size_t first_request = 0;   // index of the first request an async call made
+    std::vector<std::vector<int64_t>>
+        bounds;                // reduce_scatter / allgather_shards: each buffer's shard bounds
+    size_t first_request = 0;  // index of the first request an async call made
   };
   // Threads that play ranks 0 … size−1 of one job.
   struct Group {

@@ -108,7 +108,8 @@ const Config& default_config() {
   return c;
 }
 
-std::vector<Finding> analyse_ranks(const std::vector<RankFacts>& ranks, const Config& cfg = default_config()) {
+std::vector<Finding> analyse_ranks(const std::vector<RankFacts>& ranks,
+                                   const Config& cfg = default_config()) {
   LaunchFacts launch;
   launch.world = static_cast<int>(ranks.size());
   return analyse(cfg, launch, ranks, Preflight{});
@@ -445,7 +446,8 @@ TEST(DoctorAnalysis, NodeWithoutGpusInAGpuJob) {
 TEST(DoctorAnalysis, LaunchProblems) {
   LaunchFacts launch;
   launch.pmi_problem = "srun started 4 tasks but MPI sees a world of 1 (PMI mismatch): use srun --mpi=pmix";
-  expect_one_problem(analyse(default_config(), launch, cpu_job(1), Preflight{}), {"PMI mismatch", "--mpi=pmix"});
+  expect_one_problem(analyse(default_config(), launch, cpu_job(1), Preflight{}),
+                     {"PMI mismatch", "--mpi=pmix"});
 
   launch = LaunchFacts{};
   launch.world = 4;
@@ -593,7 +595,6 @@ TEST(DoctorReport, JsonAndTextCarryTheSameFacts) {
     EXPECT_NE(text.find(line), std::string::npos) << line << " missing in\n" << text;
 }
 
-
 // ---- fabric: InfiniBand present but unused --------------------------------------------
 
 TEST(DoctorProbes, NumaNodesOfHcaAndGpuFromPlantedSysfs) {
@@ -619,7 +620,8 @@ TEST(DoctorAnalysis, InfiniBandPresentButUnusedIsOneLineWithTheFix) {
     for (RankFacts& f : ranks) f.env = {{"NCCL_IB_DISABLE", "1"}};
     std::vector<std::string> w = texts(analyse_ranks(ranks), Severity::Warning);
     ASSERT_FALSE(w.empty());
-    EXPECT_NE(w[0].find("NCCL_IB_DISABLE=1 on node0 although it has InfiniBand (mlx5_0)"), std::string::npos) << w[0];
+    EXPECT_NE(w[0].find("NCCL_IB_DISABLE=1 on node0 although it has InfiniBand (mlx5_0)"), std::string::npos)
+        << w[0];
     EXPECT_NE(w[0].find("unset it"), std::string::npos);
   }
   {  // libibverbs missing in the container
@@ -641,9 +643,10 @@ TEST(DoctorAnalysis, InfiniBandPresentButUnusedIsOneLineWithTheFix) {
     for (RankFacts& f : ranks) f.env = {{"OMPI_MCA_pml", "ob1"}};
     std::vector<std::string> p = texts(analyse_ranks(ranks), Severity::Problem);
     ASSERT_EQ(p.size(), 2u);  // one per node
-    EXPECT_NE(p[0].find("OMPI_MCA_pml=ob1 on node0, which has InfiniBand (mlx5_0): Open MPI sends the gradients "
-                        "over TCP; use OMPI_MCA_pml=ucx"),
-              std::string::npos)
+    EXPECT_NE(
+        p[0].find("OMPI_MCA_pml=ob1 on node0, which has InfiniBand (mlx5_0): Open MPI sends the gradients "
+                  "over TCP; use OMPI_MCA_pml=ucx"),
+        std::string::npos)
         << p[0];
     // One node: no traffic between nodes, nothing to say.
     std::vector<RankFacts> one = cpu_job(2, 2);

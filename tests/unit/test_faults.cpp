@@ -288,7 +288,8 @@ TEST_F(Faults, AsyncWriterWritesTheSameFileAndReportsAFullDisk) {
   ckpt::AsyncWriter writer;
   EXPECT_FALSE(writer.poll().has_value());
   EXPECT_FALSE(writer.wait().has_value());
-  ckpt::WriteJob job{dir.file("ckpt-00000010.h5"), dir.path(), "every 10 steps", 10, 2, 0.0, small_checkpoint(10)};
+  ckpt::WriteJob job{dir.file("ckpt-00000010.h5"), dir.path(), "every 10 steps", 10, 2, 0.0,
+                     small_checkpoint(10)};
   writer.start(std::move(job));
   EXPECT_TRUE(writer.in_flight());
   EXPECT_EQ(writer.in_flight_step(), 10);
@@ -303,12 +304,14 @@ TEST_F(Faults, AsyncWriterWritesTheSameFileAndReportsAFullDisk) {
   // One-shot and persistent faults match the saved step (20), not the trainer's (23).
   install("enospc@ckpt_rename:0:20,exit@ckpt_write:0:23", 0);
   set_fault_step(23);
-  writer.start({dir.file("ckpt-00000020.h5"), dir.path(), "every 10 steps", 20, 2, 0.0, small_checkpoint(20)});
+  writer.start(
+      {dir.file("ckpt-00000020.h5"), dir.path(), "every 10 steps", 20, 2, 0.0, small_checkpoint(20)});
   for (int i = 0; i < 1000 && !(r = writer.poll()); ++i) usleep(2000);
   ASSERT_TRUE(r.has_value());
   EXPECT_FALSE(r->ok);
   EXPECT_TRUE(r->disk_full);
-  EXPECT_EQ(r->error, "cannot write checkpoint " + dir.file("ckpt-00000020.h5") + ": no space left on device (ENOSPC)");
+  EXPECT_EQ(r->error,
+            "cannot write checkpoint " + dir.file("ckpt-00000020.h5") + ": no space left on device (ENOSPC)");
   EXPECT_EQ(count_tmp_files(dir.path()), 0);
   EXPECT_FALSE(fs::exists(dir.file("ckpt-00000020.h5")));
   {

@@ -125,7 +125,8 @@ class NcclComm final : public Communicator {
                                                 const std::vector<int64_t>& bounds) override {
     return std::move(reduce_scatter_group({buf}, op, {bounds})[0]);
   }
-  std::unique_ptr<Request> allgather_shards_async(const Tensor& buf, const std::vector<int64_t>& bounds) override;
+  std::unique_ptr<Request> allgather_shards_async(const Tensor& buf,
+                                                  const std::vector<int64_t>& bounds) override;
   void broadcast(const Tensor& buf, int root) override;
   void allgather(const Tensor& send, const Tensor& recv) override;
   void barrier() override;
@@ -381,8 +382,8 @@ std::vector<std::unique_ptr<Request>> NcclComm::reduce_scatter_group(
         const int64_t lo = bounds[i][static_cast<size_t>(q)], hi = bounds[i][static_cast<size_t>(q) + 1];
         if (hi <= lo) continue;
         char* p = base + static_cast<size_t>(lo) * esize;
-        ncclResult_t r = ncclReduce(p, p, static_cast<size_t>(hi - lo), nccl_type(bufs[i].dtype()), nccl_op(op),
-                                    q, c, stream_);
+        ncclResult_t r = ncclReduce(p, p, static_cast<size_t>(hi - lo), nccl_type(bufs[i].dtype()),
+                                    nccl_op(op), q, c, stream_);
         if (r != ncclSuccess && r != ncclInProgress && first_error == ncclSuccess) first_error = r;
       }
     }
@@ -396,7 +397,8 @@ std::vector<std::unique_ptr<Request>> NcclComm::reduce_scatter_group(
   return out;
 }
 
-std::unique_ptr<Request> NcclComm::allgather_shards_async(const Tensor& buf, const std::vector<int64_t>& bounds) {
+std::unique_ptr<Request> NcclComm::allgather_shards_async(const Tensor& buf,
+                                                          const std::vector<int64_t>& bounds) {
   check_device(buf, "allgather_shards");
   HPC_ASSERT(bounds.size() == static_cast<size_t>(size_) + 1 && bounds.back() == buf.count(),
              "allgather_shards: shard bounds do not cut the buffer");
@@ -411,7 +413,8 @@ std::unique_ptr<Request> NcclComm::allgather_shards_async(const Tensor& buf, con
       const int64_t lo = bounds[static_cast<size_t>(q)], hi = bounds[static_cast<size_t>(q) + 1];
       if (hi <= lo) continue;
       char* p = base + static_cast<size_t>(lo) * esize;
-      ncclResult_t r = ncclBroadcast(p, p, static_cast<size_t>(hi - lo), nccl_type(buf.dtype()), q, c, stream_);
+      ncclResult_t r =
+          ncclBroadcast(p, p, static_cast<size_t>(hi - lo), nccl_type(buf.dtype()), q, c, stream_);
       if (r != ncclSuccess && r != ncclInProgress && first_error == ncclSuccess) first_error = r;
     }
     end = ncclGroupEnd();
