@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cmath>
 #include <iterator>
 #include <vector>
 
@@ -44,7 +45,7 @@ struct Text {
     if (!(v == v) || v > 1.8e13 || v < -1.8e13) v = 0;
     if (v < 0) str("-"), v = -v;
     uint64_t whole = static_cast<uint64_t>(v);
-    uint64_t micro = static_cast<uint64_t>((v - static_cast<double>(whole)) * 1e6 + 0.5);
+    uint64_t micro = static_cast<uint64_t>(std::lround((v - static_cast<double>(whole)) * 1e6));
     if (micro >= 1000000) ++whole, micro -= 1000000;
     u64(whole);
     str(".");

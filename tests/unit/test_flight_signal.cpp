@@ -54,8 +54,7 @@ void record(FlightRecorder& f, int n) {
 }
 
 std::string scratch_dir() {
-  const std::string dir =
-      std::filesystem::temp_directory_path() / ("flight-signal-" + std::to_string(getpid()));
+  std::string dir = std::filesystem::temp_directory_path() / ("flight-signal-" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   return dir;
 }
