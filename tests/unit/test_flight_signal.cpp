@@ -91,6 +91,11 @@ TEST(FlightSignal, NoPathNoFile) {
 }
 
 TEST(FlightSignalDeathTest, SegvWritesTheFileAndDiesOfIt) {
+#if defined(__SANITIZE_ADDRESS__)
+  // The handler hands the signal on to the action installed before it: here AddressSanitizer's report,
+  // which exits 1 instead of dying of SIGSEGV.
+  GTEST_SKIP() << "under AddressSanitizer its own SEGV report follows the dump";
+#endif
   const std::string dir = scratch_dir();
   const std::string path = dir + "/flight-0.json";
   EXPECT_EXIT(
