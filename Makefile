@@ -258,7 +258,8 @@ FUZZ_SEED    ?= 0
 FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.cpp,%,$(sort $(wildcard tests/fuzz/fuzz_*.cpp)))
 FUZZ_FLAGS   := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
                 -fno-sanitize-recover=undefined -std=c++20 -pthread -MMD -MP
-FUZZ_LIB_SRC := $(filter-out src/backend/cuda/% src/backend/nocuda/%,\
+# The fuzz targets link objects, not the archive: one of onednn/ and noonednn/ (the lowering, no oneDNN).
+FUZZ_LIB_SRC := $(filter-out src/backend/cuda/% src/backend/nocuda/% $(ONEDNN_SRC),\
                   $(filter src/core/% src/backend/% src/nn/% src/optim/% src/config/% src/data/% src/ckpt/%,\
                     $(shell find src -name '*.cpp' | sort))) $(shell find src/backend/nocuda -name '*.cpp' | sort)
 FUZZ_TOOL_SRC := $(filter-out data_tools/hpcdata.cpp,$(TOOL_SRC))
