@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -16,6 +17,8 @@ namespace {
 
 constexpr uint64_t VAL_SPLIT_SEED = 0;     // fixed: the same input always gives the same split
 constexpr int64_t BLOCK_BYTES = 16 << 20;  // rows read and written per block (x)
+// The largest class id: num_classes (max id + 1) must fit an int32, as hpctrain reads it.
+constexpr int32_t MAX_CLASS_ID = std::numeric_limits<int32_t>::max() - 1;
 
 struct Stats {
   std::array<uint64_t, 256> pixels[2]{};  // histograms of uint8 x: [0] the train split, [1] val
@@ -27,10 +30,11 @@ void check_labels(const int32_t* y, int64_t n, int64_t first, const PackJob& job
                   Stats& st) {
   for (int64_t i = 0; i < n; ++i) {
     const int32_t v = y[i];
-    if (v < 0 || (job.num_classes > 0 && v >= job.num_classes))
+    if (v < 0 || v > MAX_CLASS_ID || (job.num_classes > 0 && v >= job.num_classes))
       throw UserError(source + ": label " + std::to_string(v) + " at row " + std::to_string(first + i) +
                       " is not a class id" +
-                      (job.num_classes > 0 ? " in [0, " + std::to_string(job.num_classes) + ")" : " (>= 0)"));
+                      (job.num_classes > 0 ? " in [0, " + std::to_string(job.num_classes) + ")"
+                                           : " in [0, " + std::to_string(MAX_CLASS_ID) + "]"));
     st.max_label = std::max<int64_t>(st.max_label, v);
   }
 }

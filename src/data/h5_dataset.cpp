@@ -146,7 +146,11 @@ int64_t resolve_num_classes(hid_t file, hid_t y, const SampleSource& labels, con
 // Also returns the classes without a sample.
 std::vector<int64_t> check_labels(const SampleSource& y, int64_t num_classes, const std::string& what,
                                   const std::string& source) {
-  std::vector<bool> seen(static_cast<size_t>(num_classes), false);
+  // The first 21 absent classes lie below rows + 21 (at most `rows` classes have a sample), so the
+  // tally needs no more than that: a file claiming billions of classes costs no more than its labels.
+  constexpr int64_t LISTED = 21;
+  const int64_t tallied = std::min(num_classes, y.rows() + LISTED);
+  std::vector<bool> seen(static_cast<size_t>(tallied), false);
   scan_rows(y, 0, y.rows(), [&](const std::byte* rows, int64_t first, int64_t count) {
     for (int64_t i = 0; i < count; ++i) {
       int32_t v;
@@ -154,13 +158,12 @@ std::vector<int64_t> check_labels(const SampleSource& y, int64_t num_classes, co
       if (v < 0 || v >= num_classes)
         throw UserError(what + ": label " + std::to_string(v) + " at sample " + std::to_string(first + i) +
                         " is outside [0, " + std::to_string(num_classes) + ") (" + source + ")");
-      seen[static_cast<size_t>(v)] = true;
+      if (v < tallied) seen[static_cast<size_t>(v)] = true;
     }
   });
-  // The first 21 absent classes: the warning names 20 and says whether there are more (a file whose
-  // num_classes is far above its labels must not make a list that large).
+  // The warning names 20 and says whether there are more.
   std::vector<int64_t> missing;
-  for (int64_t c = 0; c < num_classes && missing.size() < 21; ++c)
+  for (int64_t c = 0; c < tallied && static_cast<int64_t>(missing.size()) < LISTED; ++c)
     if (!seen[static_cast<size_t>(c)]) missing.push_back(c);
   return missing;
 }

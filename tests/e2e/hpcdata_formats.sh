@@ -222,6 +222,7 @@ np.save("y3d.npy", np.zeros((60, 2, 2), np.int32))
 open("ragged.csv", "w").write("1,2,0\n3,4,1\n5,6\n")
 open("text.csv", "w").write("a,b,label\n1,2,0\n3,x4,1\n")
 open("frac.csv", "w").write("1,2,0\n3,4,1.5\n")
+open("bigid.csv", "w").write("1,2,0\n3,4,2147483647\n")
 open("empty.csv", "w").write("a,b,c\n\n")
 open("nan.csv", "w").write("1,2,0\n1,nan,0\n")
 rec = np.fromfile("cifar/data_batch_1.bin", np.uint8)
@@ -245,6 +246,7 @@ bad "ragged.csv:3: 2 cells, expected 3 \(every row needs the same number of colu
 bad "text.csv:3: column 'b' 'x4' is not a finite number" pack --from csv text.csv -o o/out.h5
 bad "nan.csv:2: column 1 'nan' is not a finite number" pack --from csv nan.csv -o o/out.h5
 bad "frac.csv:2: label '1.5' \(column 2\) is not a class id" pack --from csv frac.csv -o o/out.h5
+bad "bigid.csv: label 2147483647 at row 1 is not a class id in \[0, 2147483646\]" pack --from csv bigid.csv -o o/out.h5
 bad "empty.csv: no data rows" pack --from csv empty.csv -o o/out.h5
 bad "h.csv: --label-col nope is neither a header name nor a column index 0..3" pack --from csv h.csv --label-col nope -o o/out.h5
 bad "short.bin: 9214 bytes is not a whole number of 3073-byte CIFAR-10 records" pack --from cifar10-bin short.bin -o o/out.h5
