@@ -301,7 +301,7 @@ class EvalSession {
     const EvalResult r = evaluate_split(in, classes ? &detail : nullptr);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!ctx_.is_root()) return EXIT_OK;
-    std::printf("%s\n", data_.task.final_line(r).c_str());
+    std::printf("%s\n", data_.task.final_line(r, use_val_ ? "validation" : "training").c_str());
     const double samples = static_cast<double>(split().info().size);
     std::printf("eval time: %.3f s, %.0f %s/s on %d rank(s)\n", seconds, samples / std::max(seconds, 1e-9),
                 data_.task.sample_word(), ctx_.world());

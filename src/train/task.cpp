@@ -130,13 +130,13 @@ Record Task::eval_record(int64_t epoch, int64_t step, const EvalResult& r) const
   return rec;
 }
 
-std::string Task::final_line(const EvalResult& r) const {
+std::string Task::final_line(const EvalResult& r, const char* split_word) const {
   char part[96];
   std::snprintf(part, sizeof part, "final: val_loss %.4f  val_acc %.2f%%", r.loss, 100 * r.acc);
   std::string line = part;
   if (r.top5 >= 0) std::snprintf(part, sizeof part, "  val_top5 %.2f%%", 100 * r.top5), line += part;
   if (language_model()) std::snprintf(part, sizeof part, "  perplexity %.3f", std::exp(r.loss)), line += part;
-  std::snprintf(part, sizeof part, "  (%lld validation %s)", static_cast<long long>(r.count),
+  std::snprintf(part, sizeof part, "  (%lld %s %s)", static_cast<long long>(r.count), split_word,
                 language_model() ? "tokens" : "samples");
   return line + part;
 }

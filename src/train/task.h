@@ -63,8 +63,8 @@ class Task {
   std::string eval_line(int64_t epoch, int64_t step, const EvalResult& r) const;
   // The evaluation record of metrics.jsonl: val_loss, val_acc, val_top5 / val_ppl.
   Record eval_record(int64_t epoch, int64_t step, const EvalResult& r) const;
-  // "final: val_loss …  (N validation samples)".
-  std::string final_line(const EvalResult& r) const;
+  // "final: val_loss …  (N validation samples)"; `split_word` names the split evaluated.
+  std::string final_line(const EvalResult& r, const char* split_word = "validation") const;
 
  private:
   friend RunData open_run_data(const Config& cfg);

@@ -10,6 +10,9 @@
 source "$(dirname "$0")/lib.bash"
 data=$(mnist_h5)
 export HPC_TEST_TIMEOUT=300
+# Bitwise across 1 and 2 ranks needs the same BLAS threads per rank (OpenBLAS's sgemm bits depend on
+# its thread count; docs/troubleshooting.md).
+export OPENBLAS_NUM_THREADS=1
 spec="conv(8,3,pad=1) bn relu maxpool(2) flatten linear(10)"
 common=(--data.path "$data" --train.steps 40 --log.every 20 --log.progress plain)
 
@@ -116,6 +119,7 @@ pass "2 ranks: one error line for data that does not fit"
 timeout -k 10 60 "$BUILD/hpctrain" eval --checkpoint "$ckpt" --data.path "$TMP/noval.h5" --out "$TMP/nv.json" \
   > "$TMP/nv.log" 2>&1 || { cat "$TMP/nv.log"; fail "eval of /train failed"; }
 grep -q '"split": "train", "count": 64' "$TMP/nv.json" || { cat "$TMP/nv.json"; fail "auto split"; }
+grep -q "(64 training samples)" "$TMP/nv.log" || { cat "$TMP/nv.log"; fail "the final line does not name the training split"; }
 pass "eval.split auto: /train when there is no /val"
 
 # A language model: loss per token and perplexity, equal to the training run's final evaluation.
