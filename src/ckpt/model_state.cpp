@@ -7,13 +7,6 @@
 
 namespace hpc::ckpt {
 
-namespace {
-
-// A host float32 copy of t, from any device and float dtype (16-bit is
-// converted on its own device: the CPU backend has no 16-bit types). From a
-// GPU the copy lands in pinned memory (plain memory when none can be had):
-// the device→host copy is then DMA without a staging buffer, and the
-// asynchronous writer hands the snapshot back, so it is pinned once.
 Tensor host_f32(const Tensor& t) {
   Tensor f32 = t;
   if (t.dtype() != DType::F32) {
@@ -22,9 +15,11 @@ Tensor host_f32(const Tensor& t) {
   }
   Tensor out =
       t.device() == Device::CPU ? Tensor(t.shape(), DType::F32) : Tensor::pinned(t.shape(), DType::F32);
-  backend::copy(f32, out);
+  if (t.count() > 0) backend::copy(f32, out);
   return out;
 }
+
+namespace {
 
 // host_f32(t), written into `reuse` when that is a host float32 tensor of t's size
 // (the previous snapshot's memory: already touched, so a snapshot is one copy).

@@ -37,6 +37,12 @@ void restore_buffers(const Checkpoint& c, nn::Model& model);
 // The checkpoint's whole-buffer optimizer state `name` (validated to exist before restore).
 const Tensor& optimizer_state_of(const Checkpoint& c, const std::string& name);
 
+// A host float32 copy of t, from any device and float dtype (16-bit is converted on its own
+// device: the CPU backend has no 16-bit types). From a GPU the copy lands in pinned memory (plain
+// memory when none can be had): the device→host copy is then DMA without a staging buffer, and the
+// asynchronous writer hands the snapshot back, so it is pinned once.
+Tensor host_f32(const Tensor& t);
+
 // The current model and optimizer as a RunLayout (the rest is the caller's).
 RunLayout layout_of(nn::Model& model, optim::Optimizer& optimizer, const std::string& optimizer_name);
 

@@ -100,10 +100,8 @@ class MpiAllreduceRequest final : public Request {
   // Posts the first messages (mu_ held). Throws MpiCallFailed.
   void launch() {
     const std::vector<char>* remote = comm_.remote_.empty() ? nullptr : &comm_.remote_;
-    algo_ = scatter_ ? std::make_unique<RankOrderAllreduce>(buf_, op_, comm_.comm_, tag_, comm_.max_msg_,
-                                                            comm_.pool_, remote, bounds_)
-                     : std::make_unique<RankOrderAllreduce>(buf_, op_, comm_.comm_, tag_, comm_.max_msg_,
-                                                            comm_.pool_, remote);
+    algo_ = std::make_unique<RankOrderAllreduce>(buf_, op_, comm_.comm_, tag_, comm_.max_msg_, comm_.pool_,
+                                                 remote, scatter_ ? bounds_ : std::vector<int64_t>{});
     comm_.active_.push_back(this);
     if (background_) ++comm_.live_background_;
   }

@@ -117,26 +117,8 @@ ScratchPool::Lease ScratchPool::get(size_t bytes) {
 }
 
 RankOrderAllreduce::RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm comm, int tag,
-                                       int64_t max_msg, ScratchPool& pool, const std::vector<char>* remote)
-    : base_(static_cast<char*>(buf.raw())),
-      n_(buf.count()),
-      dtype_(buf.dtype()),
-      esize_(dtype_size(buf.dtype())),
-      mtype_(reduce_type(buf.dtype())),
-      op_(op),
-      comm_(comm),
-      tag_(tag),
-      max_msg_(max_msg),
-      remote_msg_(std::min<int64_t>(
-          max_msg, std::max<int64_t>(1, REMOTE_PIECE_BYTES / static_cast<int64_t>(dtype_size(buf.dtype()))))),
-      remote_(remote) {
-  HPC_ASSERT(buf.device() == Device::CPU, "MpiComm reduces host buffers only");
-  start(pool);
-}
-
-RankOrderAllreduce::RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm comm, int tag,
                                        int64_t max_msg, ScratchPool& pool, const std::vector<char>* remote,
-                                       const std::vector<int64_t>& bounds)
+                                       std::vector<int64_t> bounds)
     : base_(static_cast<char*>(buf.raw())),
       n_(buf.count()),
       dtype_(buf.dtype()),
@@ -149,8 +131,8 @@ RankOrderAllreduce::RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm 
       remote_msg_(std::min<int64_t>(
           max_msg, std::max<int64_t>(1, REMOTE_PIECE_BYTES / static_cast<int64_t>(dtype_size(buf.dtype()))))),
       remote_(remote),
-      bounds_(bounds),
-      scatter_only_(true) {
+      bounds_(std::move(bounds)),
+      scatter_only_(!bounds_.empty()) {
   HPC_ASSERT(buf.device() == Device::CPU, "MpiComm reduces host buffers only");
   start(pool);
 }

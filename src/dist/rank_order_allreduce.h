@@ -84,12 +84,12 @@ class RankOrderAllreduce {
  public:
   // Posts the first messages. buf is reduced in place; it and the pool must outlive this object.
   // remote: per rank of comm, whether it is on another node (null: none is); it must outlive this.
+  // With bounds (size+1 offsets, 0 … buf.count()) it is a reduce-scatter: they cut the chunks and
+  // only the own chunk is reduced (in the one-round mode, the whole buffer is: the same bits).
+  // Without, an allreduce.
   RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm comm, int tag, int64_t max_msg,
-                     ScratchPool& pool, const std::vector<char>* remote = nullptr);
-  // Reduce-scatter: bounds (size+1 offsets, 0 … buf.count()) cut the chunks; only the own chunk is
-  // reduced (in the one-round mode, the whole buffer is: the same bits).
-  RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm comm, int tag, int64_t max_msg,
-                     ScratchPool& pool, const std::vector<char>* remote, const std::vector<int64_t>& bounds);
+                     ScratchPool& pool, const std::vector<char>* remote = nullptr,
+                     std::vector<int64_t> bounds = {});
   // The largest message to a peer on another node (see above).
   static constexpr int64_t REMOTE_PIECE_BYTES = int64_t{63} * 1024;
   ~RankOrderAllreduce();
@@ -138,7 +138,7 @@ class RankOrderAllreduce {
   int64_t remote_msg_;               // max_msg_ for peers on other nodes (REMOTE_PIECE_BYTES)
   const std::vector<char>* remote_;  // per peer: on another node (null: none)
   std::vector<int64_t> bounds_;      // reduce-scatter: the chunk boundaries (empty: n·q/p, and an allgather)
-  bool scatter_only_ = false;
+  bool scatter_only_;
 
   // Every request ever posted (MPI_REQUEST_NULL once complete) and the transfer it belongs to: at
   // most 4·(p−1) transfers, each one request per piece (a few dozen for a bucket of a few MiB sent
