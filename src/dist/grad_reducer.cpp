@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/fault.h"
+#include "core/host_pages.h"
 #include "dist/shards.h"
 
 namespace hpc::dist {
@@ -100,8 +101,28 @@ void GradReducer::on_ready(int64_t frontier) {
   // one that is not done yet means the younger ones are not either.
   for (size_t i = 0; i < next_; ++i) {
     if (buckets_[i].done) continue;
-    if (!(buckets_[i].done = buckets_[i].request->test())) break;
+    if (!buckets_[i].request->test()) break;
+    complete(buckets_[i]);
   }
+}
+
+void GradReducer::release_reduced() {
+  HPC_ASSERT(sharded() && grads_.device() == Device::CPU, "release_reduced: sharded host gradients only");
+  release_ = true;
+}
+
+void GradReducer::complete(Bucket& b) {
+  b.done = true;
+  if (!release_) return;
+  const int64_t lo = shards_[static_cast<size_t>(comm_.rank())],
+                hi = shards_[static_cast<size_t>(comm_.rank()) + 1];
+  const size_t esize = dtype_size(grads_.dtype());
+  char* base = static_cast<char*>(grads_.raw());
+  auto release = [&](int64_t from, int64_t to) {
+    if (from < to) release_zeroed(base + from * esize, static_cast<size_t>(to - from) * esize);
+  };
+  release(b.begin, std::min(b.end, lo));  // the part below the own shard
+  release(std::max(b.begin, hi), b.end);  // and above it
 }
 
 double GradReducer::finish() {
@@ -110,7 +131,7 @@ double GradReducer::finish() {
   fault_at(FaultPoint::Allreduce);  // test-only: a signal while every bucket's AllReduce is in flight
   for (Bucket& b : buckets_) {
     b.request->wait_on_device();
-    b.done = true;
+    if (!b.done) complete(b);
   }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

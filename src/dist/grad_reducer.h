@@ -32,7 +32,9 @@
 // ends with the reduced average of its own shard, bitwise what the
 // allreduce leaves there), and allgather_params() sends each rank's updated
 // parameter shard to every rank, bucket by bucket in forward order (the
-// lowest offsets, which the next forward needs first, first).
+// lowest offsets, which the next forward needs first, first). Stage 2 on the
+// CPU also hands back the memory of the gradients outside the own shard as
+// each bucket completes (release_reduced).
 #pragma once
 
 #include <memory>
@@ -65,6 +67,10 @@ class GradReducer {
   // all-gather per bucket, all started before any is waited for (wait_on_device).
   void allgather_params(const Tensor& params);
   bool sharded() const { return !shards_.empty(); }
+  // ZeRO stage 2 on host buffers: as each bucket's reduce-scatter completes, the parts of it outside
+  // this rank's shard are zeroed and their pages returned to the OS (core/host_pages.h), so a rank
+  // keeps only its shard of the reduced gradients. Sharded host gradients only.
+  void release_reduced();
 
   int num_buckets() const { return static_cast<int>(buckets_.size()); }
   // [begin, end) element ranges in launch order (highest offsets first).
@@ -83,6 +89,7 @@ class GradReducer {
     bool done = false;
   };
   void start(size_t upto);
+  void complete(Bucket& b);  // b's reduction has finished (see release_reduced)
 
   Communicator& comm_;
   Tensor grads_;
@@ -90,6 +97,7 @@ class GradReducer {
   std::vector<int64_t> shards_;  // shard bounds of the flat buffer (empty: not sharded)
   std::vector<Bucket> buckets_;  // in launch order: highest offsets first
   size_t next_ = 0;              // first bucket not yet started
+  bool release_ = false;         // release_reduced() was called
 };
 
 }  // namespace hpc::dist

@@ -162,6 +162,10 @@ void Trainer::build_reducer() {
   reducer_ = std::make_unique<dist::GradReducer>(
       *grad_comm_, model_->grads(), cfg_.dist.bucket_mb * 1048576.0, cuts, overlap,
       sharding_->active() ? sharding_->bounds() : std::vector<int64_t>{});
+  if (sharding_->keeps_own_grads_only()) {  // ZeRO 2 on the CPU: the shard of the gradients only
+    reducer_->release_reduced();
+    sharding_->zero_grads(model_->grads());  // hands back the rest of the freshly zeroed buffer now
+  }
 }
 
 void Trainer::start_loaders() {

@@ -4,24 +4,14 @@
 #include <cmath>
 
 #include "backend/ops.h"
+#include "ckpt/model_state.h"
 #include "core/error.h"
+#include "core/host_pages.h"
 #include "dist/shards.h"
 
 namespace hpc::train {
 
 namespace {
-
-// A host float32 copy of t (any device, any float dtype).
-Tensor host_f32(const Tensor& t) {
-  Tensor f32 = t;
-  if (t.dtype() != DType::F32) {
-    f32 = Tensor(t.shape(), DType::F32, t.device());
-    backend::convert(t, f32);
-  }
-  Tensor out(Shape{t.count()}, DType::F32);
-  if (t.count() > 0) backend::copy(f32.view(Shape{t.count()}), out);
-  return out;
-}
 
 // dst (any device and float dtype) ← the host float32 src.
 void assign(const Tensor& dst, const Tensor& src) {
@@ -50,6 +40,15 @@ std::string Sharding::note() const {
   return "dist.zero " + std::to_string(stage_) + " with one rank: nothing to shard, training unsharded";
 }
 
+void Sharding::zero_grads(const Tensor& grads) const {
+  if (!keeps_own_grads_only()) return backend::fill(grads, 0.0);
+  const size_t esize = dtype_size(grads.dtype());
+  char* base = static_cast<char*>(grads.raw());
+  release_zeroed(base, static_cast<size_t>(lo()) * esize);
+  if (count() > 0) backend::fill(grads.slice(lo(), Shape{count()}), 0.0);
+  release_zeroed(base + hi() * esize, static_cast<size_t>(num_params_ - hi()) * esize);
+}
+
 double Sharding::grad_norm(const Tensor& grads, dist::Communicator& host) const {
   std::vector<double> parts(static_cast<size_t>(world_), 0.0);
   if (active()) {
@@ -75,7 +74,7 @@ Tensor Sharding::gather_to_root(const Tensor& mine, dist::Communicator& host) co
   HPC_ASSERT(active() && mine.count() == count(), "gather_to_root: not this rank's shard");
   Tensor full;
   if (rank_ == 0) full = Tensor(Shape{num_params_}, DType::F32);
-  const Tensor own = host_f32(mine);
+  const Tensor own = ckpt::host_f32(mine).view(Shape{mine.count()});
   for (int q = 0; q < world_; ++q) {
     const int64_t a = bounds_[static_cast<size_t>(q)], n = bounds_[static_cast<size_t>(q) + 1] - a;
     if (n == 0) continue;

@@ -51,6 +51,15 @@ class Sharding {
   // The info line for dist.zero > 0 with one rank ("" otherwise).
   std::string note() const;
 
+  // Stage 2 on the CPU: a rank keeps only its shard of the reduced gradients. The reducer returns
+  // the rest of each bucket's pages as the bucket completes (dist::GradReducer::release_reduced);
+  // between steps only the own shard of the flat gradient buffer is resident. (On a GPU the buffer
+  // stays whole: device memory has no per-page release here.)
+  bool keeps_own_grads_only() const { return stage() == 2 && device_ == Device::CPU; }
+  // Clears the flat gradient buffer before a step: all of it, or with keeps_own_grads_only() the
+  // own shard, the rest zeroed by handing its pages back (so clearing does not touch them again).
+  void zero_grads(const Tensor& grads) const;
+
   // The global L2 norm of the gradients: grads is the own shard when active, else the whole buffer.
   // Every rank must call (active: one allgather on host).
   double grad_norm(const Tensor& grads, dist::Communicator& host) const;

@@ -16,6 +16,7 @@
 #include "config/config.h"
 #include "core/error.h"
 #include "core/fault.h"
+#include "core/host_pages.h"
 #include "train/evaluation.h"
 
 namespace hpc::train {
@@ -138,7 +139,7 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
     start_train_loader();
   // Real samples of this global batch per rank: the global batch, except a drop_last = false tail.
   const double normalizer = static_cast<double>(sampler_->global_valid(batch)) / ctx_.world();
-  model_->zero_grads();
+  sharding_->zero_grads(model_->grads());
   nn::RunCtx rc;
   rc.training = true;
   rc.seed = cfg_.train.seed;
@@ -249,7 +250,10 @@ double Trainer::optimizer_state_bytes() const {
 }
 
 double Trainer::grad_buffer_bytes() const {
-  double bytes = static_cast<double>(model_->grads().num_bytes());
+  // ZeRO 2 on the CPU: what is resident of the flat buffer (the own shard between steps).
+  const Tensor& g = model_->grads();
+  double bytes = static_cast<double>(
+      sharding_->keeps_own_grads_only() ? resident_bytes(g.raw(), g.num_bytes()) : g.num_bytes());
   if (precision_->sixteen_bit()) bytes += static_cast<double>(precision_->optimizer_grads().num_bytes());
   return bytes;
 }

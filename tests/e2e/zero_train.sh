@@ -8,7 +8,8 @@
 #   * gpt-tiny + AdamW + clipping (clip_norm low enough to clip every step) +
 #     accum_steps 2, two bucket sizes.
 # Plus: optimizer_state_mb with N ranks is 1/N of the unsharded figure (± one
-# aligned shard), every training record carries it and grad_buffer_mb;
+# aligned shard), and so is stage 2's resident gradient memory (± a few
+# pages); every training record carries both;
 # dist.zero outside 0–2 is one line, exit 2 (flag and HPCTRAIN_DIST_ZERO);
 # dist.zero 1 on one rank says so and trains unsharded.
 source "$(dirname "$0")/lib.bash"
@@ -84,6 +85,14 @@ for w in 2 3 4; do
   awk -v a="$z0" -v b="$z1" -v w="$w" 'BEGIN { d = b - a / w; if (d < 0) d = -d; exit !(a > 0 && d <= 2 * 16 * 4 / 1048576 + 1e-9) }' \
     || fail "optimizer_state_mb: $z1 on each of $w ranks, $z0 unsharded (want 1/$w)"
   pass "optimizer_state_mb on $w ranks: $z0 unsharded, $z1 with zero 1 (1/$w within one shard)"
+  # Stage 2 keeps only its shard of the gradients resident (the rest of each bucket's pages go back
+  # when it is reduced): 1/N, give or take a page where the shard and the buckets end; stage 1 all.
+  g0=$(col "$TMP/mlp-w$w-z0" grad_buffer_mb | tail -1)
+  g2=$(col "$TMP/mlp-w$w-z2" grad_buffer_mb | tail -1)
+  [ "$g" = "$g0" ] || fail "grad_buffer_mb: zero 1 has $g, zero 0 $g0 (stage 1 keeps the whole buffer)"
+  awk -v a="$g0" -v b="$g2" -v w="$w" 'BEGIN { d = b - a / w; if (d < 0) d = -d; exit !(a > 0 && d <= 8 * 4096 / 1048576) }' \
+    || fail "grad_buffer_mb: $g2 on each of $w ranks with zero 2, $g0 unsharded (want 1/$w)"
+  pass "grad_buffer_mb on $w ranks: $g0 unsharded and with zero 1, $g2 with zero 2 (1/$w within a few pages)"
 done
 grep -q "memory per rank: parameters" "$TMP/mlp-w2-z1.log" || fail "no memory line in the start-up summary"
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/ops.h"
+#include "core/host_pages.h"
 #include "dist/grad_reducer.h"
 #include "dist/shards.h"
 #include "fake_comm.h"
@@ -209,6 +210,66 @@ TEST(ZeroStreams, AGroupOfRanksEndsWithEveryShardEverywhere) {
   for (auto& t : ranks) t.join();
   for (int r = 0; r < world; ++r)
     for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out[static_cast<size_t>(r)][static_cast<size_t>(i)], double(i));
+}
+
+// Stage 2 on the CPU: the gradients outside the own shard are zeroed and their pages handed back
+// as each bucket completes; the own shard is what the reduction left.
+TEST(ZeroStage2, ABucketHandsBackThePagesOutsideTheOwnShard) {
+  const int world = 2;
+  const int64_t n = 300000;  // ~1.1 MiB of float32: several buckets of 64 KiB and many pages
+  Tensor grads = filled(n, 3);
+  const std::vector<float> before(grads.data<float>(), grads.data<float>() + n);
+  const std::vector<int64_t> shards = dist::shard_bounds(n, world);
+  test::FakeComm comm(1, world);
+  dist::GradReducer reducer(comm, grads, 64 * 1024.0, {}, true, shards);
+  reducer.release_reduced();
+  const size_t all = resident_bytes(grads.raw(), grads.num_bytes());
+  reducer.begin();
+  reducer.on_ready(0);
+  reducer.finish();
+  // Measured before the values are read: reading a handed-back page maps the kernel's shared zero
+  // page, which mincore counts as resident although it costs no memory.
+  const int64_t lo = shards[1], hi = shards[2];
+  const size_t page = 4096, buckets = static_cast<size_t>(reducer.num_buckets());
+  const size_t left = resident_bytes(grads.raw(), grads.num_bytes());
+  EXPECT_GE(all, grads.num_bytes());
+  // The own half, plus at most a page at each end of the shard and where buckets meet.
+  EXPECT_LE(left, static_cast<size_t>(hi - lo) * sizeof(float) + (2 * buckets + 2) * page)
+      << "resident before " << all << " after " << left;
+  for (int64_t i = 0; i < n; ++i)
+    ASSERT_EQ(grads.data<float>()[i], i >= lo && i < hi ? before[static_cast<size_t>(i)] : 0.0f) << i;
+}
+
+TEST(ZeroStage2, ReleasedRangesReadZeroAndTheEdgesKeepTheirNeighbours) {
+  const size_t page = 4096;
+  Tensor t(Shape{static_cast<int64_t>(16 * page)}, DType::U8);
+  std::memset(t.raw(), 7, t.num_bytes());
+  unsigned char* p = t.data<unsigned char>();
+  release_zeroed(p + page / 2, 10 * page);  // half a page, 9 whole pages, half a page
+  EXPECT_LE(resident_bytes(p, t.num_bytes()), t.num_bytes() - 8 * page)
+      << "whole pages inside were handed back";
+  for (size_t i = 0; i < t.num_bytes(); ++i)
+    ASSERT_EQ(p[i], i >= page / 2 && i < page / 2 + 10 * page ? 0 : 7) << i;
+  release_zeroed(p + 3, 5);  // no whole page inside: memset only
+  for (size_t i = 3; i < 8; ++i) ASSERT_EQ(p[i], 0);
+  EXPECT_EQ(p[2], 7);
+  EXPECT_EQ(p[8], 7);
+  std::memset(p, 1, t.num_bytes());  // handed-back pages take memory again when written
+  EXPECT_GE(resident_bytes(p, t.num_bytes()), t.num_bytes());
+}
+
+TEST(ZeroStage2, ZeroGradsClearsTheShardAndHandsBackTheRest) {
+  const int64_t n = 100000;
+  Tensor grads = filled(n, 5);
+  train::Sharding sharding(2, 0, 3, n, Device::CPU);
+  ASSERT_TRUE(sharding.keeps_own_grads_only());
+  EXPECT_FALSE(train::Sharding(1, 0, 3, n, Device::CPU).keeps_own_grads_only());
+  EXPECT_FALSE(train::Sharding(2, 0, 1, n, Device::CPU).keeps_own_grads_only()) << "one rank: unsharded";
+  sharding.zero_grads(grads);
+  // The shard's pages, plus the partial pages at either end of the buffer (cleared, still held).
+  EXPECT_LE(resident_bytes(grads.raw(), grads.num_bytes()),
+            static_cast<size_t>(sharding.count()) * sizeof(float) + 4 * 4096);
+  for (int64_t i = 0; i < n; ++i) ASSERT_EQ(grads.data<float>()[i], 0.0f) << i;
 }
 
 }  // namespace
