@@ -10,6 +10,8 @@
 //                         scaled by 1/n: a gradient average done with MPI
 //   hpctrain-4-buckets    the same 4 slices started together and then waited
 //                         for (what GradReducer does), Avg
+//   hpctrain-native       MpiComm::allreduce with dist.reduce native (the MPI
+//                         library's MPI_Iallreduce, waited for against the deadline)
 // hpctrain-allreduce is compared with MPI_Allreduce, hpctrain-4-buckets with
 // MPI-4-buckets (the same buffers: four smaller reductions cost more than one
 // big one whoever does them).
@@ -33,6 +35,7 @@
 #include "config/config.h"
 #include "dist/context.h"
 #include "dist/grad_reducer.h"
+#include "dist/mpi_comm.h"
 
 using namespace hpc;
 
@@ -41,6 +44,7 @@ namespace {
 struct Series {
   const char* name;
   std::function<void(const Tensor&)> run;
+  bool avg;                     // the result is the average (else the sum)
   std::vector<double> seconds;  // per size: median over rounds
 };
 
@@ -129,14 +133,16 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
+  auto* mpi = dynamic_cast<dist::MpiComm*>(&comm);
   std::vector<Series> series = {
       {"MPI_Allreduce",
        [](const Tensor& b) {
          MPI_Allreduce(MPI_IN_PLACE, b.raw(), static_cast<int>(b.count()), MPI_FLOAT, MPI_SUM,
                        MPI_COMM_WORLD);
        },
+       false,
        {}},
-      {"hpctrain-allreduce", [&](const Tensor& b) { comm.allreduce(b, dist::ReduceOp::Sum); }, {}},
+      {"hpctrain-allreduce", [&](const Tensor& b) { comm.allreduce(b, dist::ReduceOp::Sum); }, false, {}},
       {"MPI-4-buckets",
        [world](const Tensor& b) {
          for (const Tensor& part : buckets(b)) {
@@ -147,13 +153,24 @@ int main(int argc, char** argv) {
            for (int64_t i = 0, n = part.count(); i < n; ++i) x[i] /= div;
          }
        },
+       true,
        {}},
       {"hpctrain-4-buckets",
        [&](const Tensor& b) {
          // Like GradReducer: 4 buckets started together (one group), then waited for in order.
          for (auto& r : comm.allreduce_group(buckets(b), dist::ReduceOp::Avg)) r->wait();
        },
+       true,
        {}}};
+  if (mpi != nullptr)  // one rank has no MPI communicator
+    series.push_back({"hpctrain-native",
+                      [mpi](const Tensor& b) {
+                        mpi->set_native_reduce(true);
+                        mpi->allreduce(b, dist::ReduceOp::Sum);
+                        mpi->set_native_reduce(false);
+                      },
+                      false,
+                      {}});
 
   std::vector<int64_t> sizes;
   for (int64_t s = min_bytes; s <= max_bytes; s *= 2) sizes.push_back(s);
@@ -168,7 +185,7 @@ int main(int argc, char** argv) {
       for (size_t v = 0; v < series.size(); ++v) t[v].push_back(time_op(series[v].run, buf, iters));
     for (size_t v = 0; v < series.size(); ++v) {
       series[v].seconds.push_back(median(t[v]));
-      wrong += wrong_results(series[v].run, buf, rank, world, v >= 2);
+      wrong += wrong_results(series[v].run, buf, rank, world, series[v].avg);
       std::memset(buf.raw(), 0, buf.num_bytes());
     }
   }
@@ -189,12 +206,16 @@ int main(int argc, char** argv) {
     std::printf(
         "#\n# hpctrain time / MPI time on the same buffers (≤ 1 is as fast or faster; target ≤ 1.05 at >= 1 "
         "MiB)\n");
-    std::printf("# %10s %20s %20s\n", "size(B)", "allreduce", "4-buckets");
+    const bool native = series.size() > 4;
+    std::printf("# %10s %20s %20s%s\n", "size(B)", "allreduce", "4-buckets",
+                native ? "   native/MPI_Allreduce" : "");
     std::vector<double> big1, big4;
     for (size_t i = 0; i < sizes.size(); ++i) {
       const double r1 = series[1].seconds[i] / series[0].seconds[i],
                    r4 = series[3].seconds[i] / series[2].seconds[i];
-      std::printf("# %10lld %20.3f %20.3f\n", static_cast<long long>(sizes[i]), r1, r4);
+      std::printf("# %10lld %20.3f %20.3f", static_cast<long long>(sizes[i]), r1, r4);
+      if (native) std::printf(" %22.3f", series[4].seconds[i] / series[0].seconds[i]);
+      std::printf("\n");
       if (sizes[i] >= (1 << 20)) {
         big1.push_back(r1);
         big4.push_back(r4);
