@@ -140,15 +140,29 @@ double GradReducer::finish() {
 
 namespace hpc::dist {
 
-void GradReducer::allgather_params(const Tensor& params) {
+void GradReducer::start_allgather(const Tensor& params) {
   HPC_ASSERT(sharded() && params.count() == grads_.count(),
-             "allgather_params: not sharded, or another layout");
-  std::vector<std::unique_ptr<Request>> reqs;
+             "start_allgather: not sharded, or another layout");
+  HPC_ASSERT(!allgather_pending(), "start_allgather: the previous all-gather is still pending");
+  gathers_.clear();
+  gathered_ = 0;
   for (auto it = buckets_.rbegin(); it != buckets_.rend(); ++it)  // launch order is highest offsets first
-    reqs.push_back(comm_.allgather_shards_async(params.slice(it->begin, Shape{it->end - it->begin}),
-                                                shard_bounds_within(shards_, it->begin, it->end)));
+    gathers_.push_back({it->begin, it->end,
+                        comm_.allgather_shards_async(params.slice(it->begin, Shape{it->end - it->begin}),
+                                                     shard_bounds_within(shards_, it->begin, it->end))});
   fault_at(FaultPoint::Allgather);  // test-only: a rank killed while the parameter all-gathers are in flight
-  for (auto& r : reqs) r->wait_on_device();
+}
+
+void GradReducer::params_ready(int64_t end) {
+  while (gathered_ < gathers_.size() && gathers_[gathered_].begin < end)
+    gathers_[gathered_++].request->wait_on_device();
+  // Advance the rest (MPI moves data only inside its calls); the oldest first.
+  for (size_t i = gathered_; i < gathers_.size(); ++i)
+    if (!gathers_[i].request->test()) break;
+}
+
+void GradReducer::finish_allgather() {
+  while (gathered_ < gathers_.size()) gathers_[gathered_++].request->wait_on_device();
 }
 
 }  // namespace hpc::dist

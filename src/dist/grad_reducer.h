@@ -64,8 +64,21 @@ class GradReducer {
   double finish();
 
   // Sharded only: every rank's shard of params (the gradients' layout) to every rank, one
-  // all-gather per bucket, all started before any is waited for (wait_on_device).
-  void allgather_params(const Tensor& params);
+  // all-gather per bucket, started in forward order (the lowest offsets, which the next forward
+  // needs first, first). params_ready(end) then waits for the buckets below `end` only (before
+  // a layer's forward: its parameters and those of the layers before it), advancing the rest;
+  // finish_allgather() waits for all. Waits are wait_on_device: on the GPU the compute stream
+  // waits for each bucket's event, so the gathers of later layers run beside earlier layers'
+  // forward; on MPI they are host waits, and the gathers progress inside every MPI call.
+  void start_allgather(const Tensor& params);
+  void params_ready(int64_t end);
+  void finish_allgather();
+  bool allgather_pending() const { return gathered_ < gathers_.size(); }
+  // start_allgather + finish_allgather.
+  void allgather_params(const Tensor& params) {
+    start_allgather(params);
+    finish_allgather();
+  }
   bool sharded() const { return !shards_.empty(); }
   // ZeRO stage 2 on host buffers: as each bucket's reduce-scatter completes, the parts of it outside
   // this rank's shard are zeroed and their pages returned to the OS (core/host_pages.h), so a rank
@@ -90,6 +103,10 @@ class GradReducer {
   };
   void start(size_t upto);
   void complete(Bucket& b);  // b's reduction has finished (see release_reduced)
+  struct Gather {
+    int64_t begin, end;
+    std::unique_ptr<Request> request;
+  };
 
   Communicator& comm_;
   Tensor grads_;
@@ -98,6 +115,8 @@ class GradReducer {
   std::vector<Bucket> buckets_;  // in launch order: highest offsets first
   size_t next_ = 0;              // first bucket not yet started
   bool release_ = false;         // release_reduced() was called
+  std::vector<Gather> gathers_;  // the parameter all-gathers of the last start_allgather, in forward order
+  size_t gathered_ = 0;          // gathers_[0, gathered_) have been waited for
 };
 
 }  // namespace hpc::dist

@@ -161,7 +161,8 @@ void Model::ensure_activations(int64_t batch) {
   batch_ = batch;
 }
 
-const Tensor& Model::forward(const Tensor& x, const RunCtx& ctx) {
+const Tensor& Model::forward(const Tensor& x, const RunCtx& ctx,
+                             const std::function<void(int64_t)>& before_layer) {
   check_shape(x, input_shape_.with_batch(x.shape()[0]), "model input");
   HPC_ASSERT((x.dtype() == input_dtype_ || x.dtype() == dtype_) && x.device() == device_,
              "model input dtype or device");
@@ -170,6 +171,7 @@ const Tensor& Model::forward(const Tensor& x, const RunCtx& ctx) {
   RunCtx layer_ctx = ctx;
   for (size_t i = 0; i < layers_.size(); ++i) {
     layer_ctx.layer = i;
+    if (before_layer) before_layer(i + 1 < layers_.size() ? layer_offset_[i + 1] : params_.count());
     const double t0 = ctx.on_layer ? layer_clock() : 0;
     layers_[i]->forward(acts_[i], acts_[i + 1], layer_ctx);
     if (ctx.on_layer) ctx.on_layer(i, false, t0, layer_clock());

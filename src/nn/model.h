@@ -63,7 +63,10 @@ class Model {
   std::vector<std::pair<std::string, Tensor>> buffers();
 
   // x: [N, input...]. Returns the output [N, output...] (owned by the model, valid until the next forward).
-  const Tensor& forward(const Tensor& x, const RunCtx& ctx);
+  // Before each layer, calls before_layer(end): the layer reads parameters at flat offsets < end
+  // only (its own and, tied, an earlier layer's), which must be final when the call returns.
+  const Tensor& forward(const Tensor& x, const RunCtx& ctx,
+                        const std::function<void(int64_t end)>& before_layer = {});
   // dout: gradient of the output. Adds into grads(). After each layer, calls
   // on_ready(frontier): every gradient at flat offset ≥ frontier is final.
   void backward(const Tensor& dout, const RunCtx& ctx,

@@ -153,6 +153,7 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
                         model_->layer_spec(layer),
                     t0, t1);
     };
+  double gather_wait = 0;  // in forward, waiting for the parameter all-gathers: communication time
   for (int64_t micro = 0; micro < accum; ++micro) {
     tracer_->phase("data wait");
     auto t0 = Clock::now();
@@ -168,7 +169,12 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
     const double h2d = dist::monotonic_seconds();
     tracer_->span("h2d", "host to device", d1, h2d);
     tracer_->phase("forward");
-    const Tensor& logits = model_->forward(x, rc);
+    // ZeRO: the previous step's parameter all-gathers complete layer by layer, as forward needs them.
+    const Tensor& logits = model_->forward(x, rc, params_pending() ? [this, &gather_wait](int64_t end) {
+      const double g0 = dist::monotonic_seconds();
+      reducer_->params_ready(end);
+      gather_wait += dist::monotonic_seconds() - g0;
+    } : std::function<void(int64_t)>());
     const double l0 = dist::monotonic_seconds();
     tracer_->phase("loss");
     // fp16: the loss gradient is scaled by S (MixedPrecision::unscale divides it out again).
@@ -193,6 +199,8 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
     }
     t.compute += seconds_since(t1);
   }
+  t.compute -= gather_wait;
+  t.comm += gather_wait;
   // The wait in finish() is the communication backward did not hide.
   tracer_->phase("gradient wait");
   const double w0 = dist::monotonic_seconds();
@@ -234,11 +242,9 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
   optimizer_->step(precision_->optimizer_params(), precision_->optimizer_grads(), last_lr_);
   precision_->publish();
   t.compute += seconds_since(t2);
-  if (sharding_->active()) {  // every rank's updated shard to every rank, before the next forward
-    auto t3 = Clock::now();
-    reducer_->allgather_params(model_->params());
-    t.comm += seconds_since(t3);
-  }
+  // Every rank's updated shard to every rank: started here, waited for by the next forward layer by
+  // layer (or by settle_params, before anything else reads the parameters).
+  if (sharding_->active()) reducer_->start_allgather(model_->params());
   ++step_;
 }
 
@@ -304,7 +310,17 @@ void Trainer::log_step(int64_t epoch, const StepTimes& t, double window_s) {
   metrics_.write(r);
 }
 
+bool Trainer::params_pending() const { return reducer_ && reducer_->allgather_pending(); }
+
+void Trainer::settle_params() {
+  if (!params_pending()) return;
+  const double t0 = dist::monotonic_seconds();
+  reducer_->finish_allgather();
+  tracer_->span("comm", "parameter all-gather", t0, dist::monotonic_seconds());
+}
+
 EvalResult Trainer::evaluate() {
+  settle_params();
   if (!data_.val) return EvalResult();
   // The pass `hpctrain eval` runs too (evaluation.h): the same bits on any number of ranks.
   EvalInputs in;
@@ -376,6 +392,7 @@ EvalResult Trainer::run() {
     if (step_ >= tracer_->last_step()) finish_trace();
   }
   finish_trace();  // a run that stopped (or ended) inside the traced steps
+  settle_params();
   if (exit_code_ == EXIT_OK) {
     // Resumed from a finished run: nothing to train, but the final evaluation is still the answer.
     if (data_.val && last.count == 0) last = evaluate();

@@ -90,6 +90,10 @@ class Trainer {
   };
   // One optimizer step over global batch `batch` of the current epoch. Adds to the running loss sums.
   void train_step(int64_t batch, StepTimes& t);
+  // ZeRO: the last step's parameter all-gathers are still in flight (the next forward waits for
+  // them layer by layer); settle_params() completes them, before anything else reads parameters.
+  bool params_pending() const;
+  void settle_params();
   // (Re)starts the training loader at step_ (first step, or after a resume moved step_).
   void start_train_loader();
   void log_step(int64_t epoch, const StepTimes& t, double window_s);

@@ -249,6 +249,7 @@ bool Trainer::checkpoint_or_stop() {
 }
 
 bool Trainer::save_checkpoint(const std::string& why, bool wait) {
+  settle_params();  // ZeRO: the parameters are whole before they are saved
   const Clock::time_point t0 = Clock::now();
   const Tracer::Range range(*tracer_, "checkpoint");  // NVTX: the gather, snapshot (and a synchronous write)
   const int world = ctx_.world();

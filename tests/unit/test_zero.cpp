@@ -20,6 +20,7 @@
 #include "dist/grad_reducer.h"
 #include "dist/shards.h"
 #include "fake_comm.h"
+#include "nn/model.h"
 #include "optim/optimizer.h"
 #include "train/mixed_precision.h"
 #include "train/sharding.h"
@@ -270,6 +271,51 @@ TEST(ZeroStage2, ZeroGradsClearsTheShardAndHandsBackTheRest) {
   EXPECT_LE(resident_bytes(grads.raw(), grads.num_bytes()),
             static_cast<size_t>(sharding.count()) * sizeof(float) + 4 * 4096);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(grads.data<float>()[i], 0.0f) << i;
+}
+
+// The next forward waits for the parameter all-gathers layer by layer: a layer's buckets just
+// before it runs, never a later layer's, and all of them by the end of forward.
+TEST(ZeroStreams, TheNextForwardWaitsForEachLayersGathersOnly) {
+  const int world = 2;
+  nn::Model model("flatten linear(64) relu linear(64) relu linear(10)", Shape{1, 8, 8}, DType::F32, 1);
+  std::vector<int64_t> cuts;
+  for (const nn::ParamInfo& p : model.param_info()) cuts.push_back(p.offset);
+  const std::vector<int64_t> shards = dist::shard_bounds(model.num_params(), world);
+  test::FakeComm comm(0, world);
+  std::vector<std::string> compute;
+  comm.on_device_wait = [&](size_t i) { compute.push_back("wait " + std::to_string(i)); };
+  dist::GradReducer reducer(comm, model.grads(), 1.0, cuts, true, shards);  // a bucket per tensor
+  comm.set_base(model.params());
+  reducer.start_allgather(model.params());
+  ASSERT_TRUE(reducer.allgather_pending());
+  const size_t first_request = comm.requests - static_cast<size_t>(reducer.num_buckets());
+  nn::RunCtx rc;
+  rc.training = false;
+  rc.on_layer = [&](size_t layer, bool, double, double) {
+    compute.push_back("layer " + std::to_string(layer));
+  };
+  Tensor x(Shape{2, 1, 8, 8}, DType::F32);
+  model.forward(x, rc, [&](int64_t end) { reducer.params_ready(end); });
+  EXPECT_FALSE(reducer.allgather_pending()) << "every gather waited for by the end of forward";
+  // Gathers in forward order: request first_request + g covers [lo_g, hi_g); each wait must come
+  // after the layers that precede its tensor and before the layer that reads it.
+  std::vector<std::pair<int64_t, int64_t>> ranges = reducer.bucket_ranges();
+  std::reverse(ranges.begin(), ranges.end());
+  ASSERT_EQ(ranges.size(), model.param_info().size());
+  for (size_t g = 0; g < ranges.size(); ++g) {
+    const auto w = std::find(compute.begin(), compute.end(), "wait " + std::to_string(first_request + g));
+    ASSERT_NE(w, compute.end()) << "gather " << g << " never waited for";
+    const int reader = model.param_info()[g].layer;  // the layer whose tensor the bucket holds
+    const auto layer_at = [&](int l) {
+      return std::find(compute.begin(), compute.end(), "layer " + std::to_string(l));
+    };
+    EXPECT_LT(w, layer_at(reader)) << "gather " << g << " after layer " << reader << " ran";
+    if (reader > 0) {
+      EXPECT_GT(w, layer_at(reader - 1))
+          << "gather " << g << " waited for before layer " << reader - 1 << " ran";
+    }
+  }
+  EXPECT_EQ(comm.waits, 0) << "device waits only";
 }
 
 }  // namespace
