@@ -14,38 +14,44 @@ namespace hpc {
 
 namespace {
 
-uintptr_t page_size() {
-  static const uintptr_t size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+size_t page_size() {
+  static const auto size = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   return size;
 }
+
+// How far p lies past the start of its page.
+size_t page_offset(const void* p) { return reinterpret_cast<uintptr_t>(p) % page_size(); }
 
 }  // namespace
 
 void release_zeroed(void* p, size_t bytes) {
   if (bytes == 0) return;
-  const uintptr_t page = page_size();
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(p), end = begin + bytes;
-  const uintptr_t inner_begin = (begin + page - 1) / page * page, inner_end = end / page * page;
-  if (inner_begin >= inner_end) {  // no whole page inside
-    std::memset(p, 0, bytes);
+  const size_t page = page_size();
+  char* const begin = static_cast<char*>(p);
+  const size_t head = (page - page_offset(begin)) % page;  // bytes before the first whole page
+  const size_t tail = page_offset(begin + bytes);          // bytes after the last whole page
+  if (head + tail >= bytes) {                              // no whole page inside
+    std::memset(begin, 0, bytes);
     return;
   }
-  std::memset(p, 0, inner_begin - begin);
-  std::memset(reinterpret_cast<void*>(inner_end), 0, end - inner_end);
+  char* const inner = begin + head;
+  const size_t inner_bytes = bytes - head - tail;
+  std::memset(begin, 0, head);
+  std::memset(inner + inner_bytes, 0, tail);
   // MADV_DONTNEED on private anonymous memory: the pages read as zero from now on. Should it ever
   // fail (it does not for such memory), the range is still zeroed, only not returned.
-  if (madvise(reinterpret_cast<void*>(inner_begin), inner_end - inner_begin, MADV_DONTNEED) != 0)
-    std::memset(reinterpret_cast<void*>(inner_begin), 0, inner_end - inner_begin);
+  if (madvise(inner, inner_bytes, MADV_DONTNEED) != 0) std::memset(inner, 0, inner_bytes);
 }
 
 size_t resident_bytes(const void* p, size_t bytes) {
   if (bytes == 0) return 0;
-  const uintptr_t page = page_size();
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) / page * page;
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + bytes + page - 1) / page * page;
-  std::vector<unsigned char> in_core((end - begin) / page);
-  HPC_ASSERT(mincore(reinterpret_cast<void*>(begin), end - begin, in_core.data()) == 0,
-             "mincore of a host buffer failed");
+  const size_t page = page_size();
+  const size_t lead = page_offset(p);
+  // mincore wants a page-aligned start: the page that holds p.
+  void* const first = const_cast<char*>(static_cast<const char*>(p)) - lead;
+  const size_t span = (lead + bytes + page - 1) / page * page;
+  std::vector<unsigned char> in_core(span / page);
+  HPC_ASSERT(mincore(first, span, in_core.data()) == 0, "mincore of a host buffer failed");
   size_t pages = 0;
   for (unsigned char c : in_core) pages += c & 1;
   return pages * page;
