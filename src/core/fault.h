@@ -25,7 +25,7 @@
 //                                                         stall exit sig* sleep
 //     backward     during backward, after the first layer sig*
 //     allreduce    gradient buckets in flight (GradReducer::finish) sig*
-//     allgather    ZeRO's parameter all-gathers in flight (GradReducer::allgather_params)
+//     allgather    ZeRO's parameter all-gathers in flight (GradReducer::start_allgather)
 //                                                         exit stall sig*
 //     ckpt_write   half-way through writing the checkpoint file (HDF5 data)
 //                                                         enospc exit sig* sleep

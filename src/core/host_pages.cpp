@@ -43,6 +43,14 @@ void release_zeroed(void* p, size_t bytes) {
   if (madvise(inner, inner_bytes, MADV_DONTNEED) != 0) std::memset(inner, 0, inner_bytes);
 }
 
+void release_zeroed(const Tensor& t, int64_t begin, int64_t end) {
+  HPC_ASSERT(t.device() == Device::CPU && begin >= 0 && end <= t.count(), "release_zeroed: not a host range");
+  if (begin >= end) return;
+  const size_t esize = dtype_size(t.dtype());
+  release_zeroed(static_cast<char*>(t.raw()) + static_cast<size_t>(begin) * esize,
+                 static_cast<size_t>(end - begin) * esize);
+}
+
 size_t resident_bytes(const void* p, size_t bytes) {
   if (bytes == 0) return 0;
   const size_t page = page_size();

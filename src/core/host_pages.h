@@ -6,6 +6,9 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+
+#include "core/tensor.h"
 
 namespace hpc {
 
@@ -14,6 +17,8 @@ namespace hpc {
 // written); the partial pages at either end are cleared with memset. p must
 // be private anonymous host memory, which is what Tensor allocates.
 void release_zeroed(void* p, size_t bytes);
+// The same for elements [begin, end) of the host tensor t (nothing when end <= begin).
+void release_zeroed(const Tensor& t, int64_t begin, int64_t end);
 
 // The bytes of the pages overlapping [p, p + bytes) that are resident in RAM
 // (mincore): whole pages, so up to a page more than the range at either end.

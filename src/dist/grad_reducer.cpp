@@ -116,13 +116,8 @@ void GradReducer::complete(Bucket& b) {
   if (!release_) return;
   const int64_t lo = shards_[static_cast<size_t>(comm_.rank())],
                 hi = shards_[static_cast<size_t>(comm_.rank()) + 1];
-  const size_t esize = dtype_size(grads_.dtype());
-  char* base = static_cast<char*>(grads_.raw());
-  auto release = [&](int64_t from, int64_t to) {
-    if (from < to) release_zeroed(base + from * esize, static_cast<size_t>(to - from) * esize);
-  };
-  release(b.begin, std::min(b.end, lo));  // the part below the own shard
-  release(std::max(b.begin, hi), b.end);  // and above it
+  release_zeroed(grads_, b.begin, std::min(b.end, lo));  // the part below the own shard
+  release_zeroed(grads_, std::max(b.begin, hi), b.end);  // and above it
 }
 
 double GradReducer::finish() {

@@ -30,9 +30,10 @@
 // Sharded (ZeRO, dist.zero = 1 | 2; dist/shards.h): given the shard bounds
 // of the flat buffer, each bucket is reduce-scattered instead (every rank
 // ends with the reduced average of its own shard, bitwise what the
-// allreduce leaves there), and allgather_params() sends each rank's updated
+// allreduce leaves there), and start_allgather() sends each rank's updated
 // parameter shard to every rank, bucket by bucket in forward order (the
-// lowest offsets, which the next forward needs first, first). Stage 2 on the
+// lowest offsets, which the next forward needs first, first), for the next
+// forward to wait for layer by layer (params_ready). Stage 2 on the
 // CPU also hands back the memory of the gradients outside the own shard as
 // each bucket completes (release_reduced).
 #pragma once

@@ -42,11 +42,9 @@ std::string Sharding::note() const {
 
 void Sharding::zero_grads(const Tensor& grads) const {
   if (!keeps_own_grads_only()) return backend::fill(grads, 0.0);
-  const size_t esize = dtype_size(grads.dtype());
-  char* base = static_cast<char*>(grads.raw());
-  release_zeroed(base, static_cast<size_t>(lo()) * esize);
+  release_zeroed(grads, 0, lo());
   if (count() > 0) backend::fill(grads.slice(lo(), Shape{count()}), 0.0);
-  release_zeroed(base + hi() * esize, static_cast<size_t>(num_params_ - hi()) * esize);
+  release_zeroed(grads, hi(), num_params_);
 }
 
 double Sharding::grad_norm(const Tensor& grads, dist::Communicator& host) const {
