@@ -82,6 +82,21 @@ hpctrain_job_end_time() {
   export SLURM_JOB_END_TIME=$end
 }
 
+# scontrol requeue JOB, asked again while the controller is only busy
+# (timeouts, connection refused); a refusal (a job that may not requeue) is final.
+hpctrain_requeue() {
+  local err try
+  for try in 1 2 3 4 5; do
+    err=$(scontrol requeue "$1" 2>&1) && return 0
+    echo "hpctrain job: scontrol requeue $1: $err" >&2
+    case "$err" in
+      *"timed out"* | *"Unable to contact"* | *"connect failure"* | *"Connection refused"*) sleep "$try" ;;
+      *) return 1 ;;
+    esac
+  done
+  return 1
+}
+
 hpctrain_run() {
   local home=${HPCTRAIN_HOME:-${SLURM_SUBMIT_DIR:-$PWD}}
   local bin=${HPCTRAIN_BIN:-$home/build/hpctrain}
@@ -155,16 +170,26 @@ hpctrain_run() {
     wait "$child" || rc=$?
     [ "$interrupted" = 1 ] || break  # the launcher ended (bash keeps its status for a second wait)
   done
-  trap - USR1 TERM
+  # The step has ended: a late or repeated SIGUSR1 (whose default action ends
+  # the shell) and the SIGTERM that Slurm sends the batch shell once the
+  # requeue is accepted must not cut the requeue or its message short.
+  trap '' USR1 TERM
 
   if [ "$rc" -eq 75 ] && [ -n "${SLURM_JOB_ID:-}" ]; then
     # Requeue only a job that Slurm still runs: after a plain `scancel` (or at
     # the hard time limit) it is COMPLETING, and the person meant it to end.
-    local state
-    state=$(squeue -h -j "$SLURM_JOB_ID" -o %T 2>/dev/null | head -1)
+    # A busy controller may not answer at once: ask again before deciding.
+    local state="" try
+    for try in 1 2 3 4 5; do
+      # (`|| true`: the sbatch scripts run under set -e and pipefail, where a
+      # failed squeue would end this shell silently, job not requeued)
+      state=$(squeue -h -j "$SLURM_JOB_ID" -o %T 2>/dev/null | head -1) || true
+      [ -n "$state" ] && break
+      sleep "$try"
+    done
     if [ "$state" != RUNNING ]; then
       echo "hpctrain job: checkpointed; job $SLURM_JOB_ID is ${state:-gone} (cancelled?), so it is not requeued" >&2
-    elif scontrol requeue "$SLURM_JOB_ID"; then
+    elif hpctrain_requeue "$SLURM_JOB_ID"; then
       echo "hpctrain job: checkpointed; requeued job $SLURM_JOB_ID (it continues with --resume auto)"
       return 0
     else

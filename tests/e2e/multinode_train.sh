@@ -66,6 +66,15 @@ start_now() {  # a requeued job: skip Slurm's BeginTime wait, until it runs
   done
   return 1
 }
+job_fail() {  # job_fail JOB LOG MESSAGE: the reason first (a CI report shows the start), then the evidence
+  echo "FAIL: $3" >&2
+  echo "job $1: $(scontrol show job "$1" 2>&1 | grep -oE '(JobState|Reason|Restarts|ExitCode)=\S+' | tr '\n' ' ')" >&2
+  echo "---- slurmctld on job $1:" >&2
+  grep -E "JobId=$1( |$)" "$CLUSTER_DIR/slurmctld.log" 2>/dev/null | tail -n 15 >&2
+  echo "---- the job log's last 25 lines ($2):" >&2
+  tail -n 25 "$2" >&2
+  exit 1
+}
 cd "$ROOT"
 
 run_mpi 4 "$BUILD/hpctrain" "${args[@]}" --run.dir "$WORK/reference" >"$WORK/reference.log" 2>&1 ||
@@ -77,13 +86,13 @@ pass "reference: 4 ranks on one host (mpirun), val_loss $(val_loss "$WORK/refere
 before=$(link_bytes)
 job=$(submit "$WORK/clean.log" -- "${args[@]}" --run.dir "$WORK/clean") || fail "sbatch refused the job"
 CLUSTER_JOBS+=("$job")
-slurm_wait_state "$job" 120 COMPLETED FAILED CANCELLED || { cat "$WORK/clean.log"; fail "job $job did not finish"; }
+slurm_wait_state "$job" 120 COMPLETED FAILED CANCELLED || job_fail "$job" "$WORK/clean.log" "job $job did not finish"
 log=$WORK/clean.log
-scontrol show job "$job" | grep -q JobState=COMPLETED || { cat "$log"; fail "job $job did not complete"; }
-grep -q "^ranks: 4 on 2 node(s), communicator mpi" "$log" || { cat "$log"; fail "no '4 ranks on 2 nodes' line"; }
+scontrol show job "$job" | grep -q JobState=COMPLETED || job_fail "$job" "$log" "job $job did not complete"
+grep -q "^ranks: 4 on 2 node(s), communicator mpi" "$log" || job_fail "$job" "$log" "no '4 ranks on 2 nodes' line"
 for line in "node-a .* local rank 0/2  node 0" "node-a .* local rank 1/2  node 0" \
   "node-b .* local rank 0/2  node 1" "node-b .* local rank 1/2  node 1"; do
-  grep -qE "^  rank +[0-9]+  host $line" "$log" || { cat "$log"; fail "no start-up line matching '$line'"; }
+  grep -qE "^  rank +[0-9]+  host $line" "$log" || job_fail "$job" "$log" "no start-up line matching '$line'"
 done
 grep -E "^  rank " "$log"
 grep -q "hpctrain job: OMPI_MCA_btl_tcp_if_include=$CLUSTER_IF" "$log" &&
@@ -103,24 +112,24 @@ log=$WORK/job.log
 job=$(submit "$log" HPCTRAIN_FAULT=sleep=40@step_end -- "${args[@]}" --run.dir "$run" --ckpt.every_steps 20 \
   --dist.timeout 10) || fail "sbatch refused the job"
 CLUSTER_JOBS+=("$job")
-slurm_wait_state "$job" 60 RUNNING || { cat "$log"; fail "job $job did not start"; }
+slurm_wait_state "$job" 60 RUNNING || job_fail "$job" "$log" "job $job did not start"
 for _ in $(seq 1 600); do
   grep -qE '"step": ([2-9][0-9]|1[0-9][0-9])' "$run/metrics.jsonl" 2>/dev/null && break
   sleep 0.1
 done
 scancel --batch --signal=USR1 "$job" || fail "scancel --signal=USR1 failed"
-start_now "$job" || { cat "$log"; scontrol show job "$job"; sinfo -N -l; fail "job $job was not requeued"; }
+start_now "$job" || job_fail "$job" "$log" "job $job was not requeued"
 step=$(grep -oP '^stopped after step \K[0-9]+(?= on all 4 rank\(s\), checkpoint written: exit 75)' "$log") ||
-  { cat "$log"; fail "no agreed checkpointed stop on all 4 ranks"; }
+  job_fail "$job" "$log" "no agreed checkpointed stop on all 4 ranks"
 grep -qE "node-a: tasks? 0(-1)?: Exited with exit code 75" "$log" && grep -qE "node-b: tasks? 2(-3)?: Exited with exit code 75" "$log" ||
-  { cat "$log"; fail "the ranks of both nodes did not exit 75"; }
-grep -q "requeued job $job" "$log" || fail "the job did not requeue itself"
+  job_fail "$job" "$log" "the ranks of both nodes did not exit 75"
+grep -q "requeued job $job" "$log" || job_fail "$job" "$log" "the job did not requeue itself"
 pass "USR1: all 4 ranks on both nodes stopped after step $step, checkpointed, exited 75; job $job requeued"
 
 # ---- 3. node-b crashes -----------------------------------------------------------------
-slurm_wait_state "$job" 60 RUNNING || { cat "$log"; fail "job $job did not restart"; }
+slurm_wait_state "$job" 60 RUNNING || job_fail "$job" "$log" "job $job did not restart"
 wait_line "$log" "resumed from $(printf '%s/ckpt-%08d.h5' "$run" "$step"): step $step of 150" 60 ||
-  { cat "$log"; fail "no resume from step $step"; }
+  job_fail "$job" "$log" "no resume from step $step"
 crash_at=$((step + 30))
 for _ in $(seq 1 600); do
   [ "$(grep -oP '"step": \K[0-9]+' "$run/metrics.jsonl" | tail -1)" -ge "$crash_at" ] 2>/dev/null && break
@@ -134,20 +143,20 @@ for _ in $(seq 1 120); do
   sleep 0.5
 done
 ended=$((SECONDS - t0))
-[ "$ended" -le 45 ] || { cat "$log"; fail "the job still ran $ended s after node-b crashed (dist.timeout 10 s)"; }
+[ "$ended" -le 45 ] || job_fail "$job" "$log" "the job still ran $ended s after node-b crashed (dist.timeout 10 s)"
 grep -qE "did not complete within 10 s \(dist.timeout\): ranks 2,3 \(on node-b\) do not answer" "$log" ||
-  { cat "$log"; fail "the error does not name ranks 2,3 on node-b"; }
+  job_fail "$job" "$log" "the error does not name ranks 2,3 on node-b"
 grep -oE "did not complete within 10 s .*" "$log" | head -1
 pass "the job ended ${ended} s after the crash, naming ranks 2,3 on node-b"
 
 cluster_boot_node b || fail "node-b did not come back"
-slurm_wait_state "$job" 60 FAILED COMPLETED CANCELLED || fail "job $job did not end"
+slurm_wait_state "$job" 60 FAILED COMPLETED CANCELLED || job_fail "$job" "$log" "job $job did not end"
 resume_from=$(ls "$run"/ckpt-*.h5 | tail -1)
 scontrol requeue "$job" || fail "scontrol requeue $job"
-start_now "$job" || fail "job $job was not requeued"
-slurm_wait_state "$job" 120 COMPLETED FAILED CANCELLED || { cat "$log"; fail "job $job did not finish"; }
-scontrol show job "$job" | grep -q JobState=COMPLETED || { tail -30 "$log"; fail "job $job did not complete"; }
-grep -q "resumed from $resume_from: " "$log" || { tail -30 "$log"; fail "no resume from $resume_from"; }
+start_now "$job" || job_fail "$job" "$log" "job $job was not requeued"
+slurm_wait_state "$job" 120 COMPLETED FAILED CANCELLED || job_fail "$job" "$log" "job $job did not finish"
+scontrol show job "$job" | grep -q JobState=COMPLETED || job_fail "$job" "$log" "job $job did not complete"
+grep -q "resumed from $resume_from: " "$log" || job_fail "$job" "$log" "no resume from $resume_from"
 pass "node-b back, job $job requeued, resumed from $(basename "$resume_from") and completed"
 
 diff <(grep '^final:' "$WORK/reference.log") <(grep '^final:' "$log" | tail -1) || fail "final evaluation differs"

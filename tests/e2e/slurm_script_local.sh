@@ -40,5 +40,38 @@ grep -q "resumed from $(printf '%s/ckpt-%08d.h5' "$TMP/run" "$step"): step $step
 grep -q "hpctrain job: finished with exit code 0" "$TMP/job2.log" || fail "no clean finish"
 pass "the next job resumed from step $step and finished with exit 0"
 
+# A busy controller at the requeue: squeue answers only on its third call and
+# scontrol requeue times out once; when the requeue is accepted, Slurm sends
+# the batch shell SIGTERM (and here a late SIGUSR1 too). The script must ask
+# again, requeue, say so and exit 0, not die silently on the signal.
+mkdir -p "$TMP/bin"
+cat >"$TMP/bin/squeue" <<'EOF2'
+#!/bin/bash
+case "$*" in *"-o %e"*) echo Unknown; exit 0 ;; esac
+n=$(($(cat "$FAKE_DIR/squeue.calls" 2>/dev/null || echo 0) + 1)); echo "$n" >"$FAKE_DIR/squeue.calls"
+[ "$n" -ge 3 ] || { echo "squeue: error: Socket timed out on send/recv operation" >&2; exit 1; }
+echo RUNNING
+EOF2
+cat >"$TMP/bin/scontrol" <<'EOF2'
+#!/bin/bash
+[ "$1" = requeue ] || exit 1
+n=$(($(cat "$FAKE_DIR/scontrol.calls" 2>/dev/null || echo 0) + 1)); echo "$n" >"$FAKE_DIR/scontrol.calls"
+[ "$n" -ge 2 ] || { echo "scontrol: error: Socket timed out on send/recv operation" >&2; exit 1; }
+# What Slurm does to every process of a requeued job's batch step: the shell and its $(…) subshell.
+shells="$PPID $(ps -o ppid= -p "$PPID")"
+kill -USR1 $shells; kill -TERM $shells; sleep 0.5
+EOF2
+printf '#!/bin/sh\nexit 75\n' >"$TMP/bin/trainer"
+chmod +x "$TMP/bin/squeue" "$TMP/bin/scontrol" "$TMP/bin/trainer"
+rc=0
+env PATH="$TMP/bin:$PATH" FAKE_DIR="$TMP/bin" SLURM_JOB_ID=4242 SLURM_NTASKS=1 HPCTRAIN_HOME="$ROOT" \
+  HPCTRAIN_BIN="$TMP/bin/trainer" HPCTRAIN_LAUNCHER=mpirun timeout -k 5 60 bash "$ROOT/slurm/train-cpu.sbatch" \
+  --run.dir "$TMP/run3" >"$TMP/job3.log" 2>&1 || rc=$?
+grep -q "checkpointed; requeued job 4242" "$TMP/job3.log" && [ "$rc" -eq 0 ] ||
+  { cat "$TMP/job3.log"; fail "a busy controller at the requeue: exit $rc, no requeue message"; }
+[ "$(cat "$TMP/bin/squeue.calls")" = 3 ] && [ "$(cat "$TMP/bin/scontrol.calls")" = 2 ] ||
+  fail "squeue asked $(cat "$TMP/bin/squeue.calls") times, scontrol requeue $(cat "$TMP/bin/scontrol.calls") (expected 3, 2)"
+pass "a busy controller: squeue asked 3 times, the requeue retried once, survived SIGTERM+SIGUSR1, exit 0"
+
 expect_exit 2 "N must be a positive number" "$ROOT/slurm/submit-chain.sh" x "$ROOT/slurm/train-cpu.sbatch"
 expect_exit 2 "no job script among the arguments" "$ROOT/slurm/submit-chain.sh" 3 --time=10
