@@ -256,11 +256,13 @@ void MpiComm::end_collective(uint64_t seq) {
 }
 
 void MpiComm::fail(uint64_t seq, CollOp op, const std::string& reason) {
-  // Still "waiting" while the ranks compare notes: the others must see this rank where it is.
+  // Still "waiting" while the ranks compare notes, and after: a peer whose own deadline fires a moment
+  // later must still find this rank in #seq (the front), or it would take itself for the reporter and
+  // print a second report while this one's is on its way out. The PeerError ends the job; the next
+  // collective's wait_begin (in a test that goes on) sets the state afresh.
   std::string what = hang_ != nullptr ? hang_->explain(seq, op, reason)
                                       : "collective #" + std::to_string(seq) + " (" + coll_op_name(op) +
                                             ") " + reason + ": a peer rank is dead or stuck";
-  if (hb_ != nullptr) hb_->wait_end();
   throw PeerError(what);
 }
 

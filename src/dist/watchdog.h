@@ -17,7 +17,9 @@
 //     rank waiting in the newest collective is the reporter: its PeerError
 //     is printed and aborts the job (exit 3). The other waiting ranks pause
 //     a few seconds first so that one report, not N, reaches the log; if the
-//     reporter died meanwhile they print their own copy and abort.
+//     reporter died meanwhile they print their own copy and abort. (A rank
+//     that gave up keeps its Heartbeat in the collective until it exits:
+//     see MpiComm::fail.)
 //   * a backstop: if the main thread has been blocked in one collective for
 //     dist.timeout + 10 s without its own deadline firing (a wait that does
 //     not poll), the thread reports and calls MPI_Abort itself.
