@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cstdint>
 #include <cstdio>
 
 #include "dist/context.h"
@@ -24,6 +25,18 @@ inline hpc::dist::Context*& context_slot() {
   return ctx;
 }
 inline hpc::dist::Context& ctx() { return *context_slot(); }
+
+// Rank r's input element i for the collective tests: magnitudes from 1e-3 to 1e5 and both signs, so that
+// float sums depend on order. Not inlined: the compiler may fuse an inlined product with a reference's
+// sum into an FMA (GCC contracts by default in C++), which would round differently from the
+// communicator's adds. A table, not pow(): a vectorised pow in a fill loop could differ by an ulp.
+[[gnu::noinline]] inline double input(int r, int64_t i) {
+  const uint64_t h =
+      (static_cast<uint64_t>(r) * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(i) * 0xBF58476D1CE4E5B9ull);
+  static constexpr double SCALE[9] = {1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4, 1e5};
+  const double mant = static_cast<double>(h % 100003) / 100003.0 - 0.37;
+  return mant * SCALE[(h >> 20) % 9];
+}
 
 // Failures only, tagged with the rank.
 class RankFailurePrinter : public testing::EmptyTestEventListener {

@@ -24,17 +24,7 @@ namespace {
 
 hpc::dist::Communicator& comm() { return mpitest::ctx().host_comm(); }
 
-// Rank r's input element i: magnitudes from 1e-3 to 1e5 and both signs, so that float sums depend on order.
-// Not inlined: the compiler may fuse an inlined product with the reference's sum into an FMA
-// (GCC contracts by default in C++), which would round differently from the communicator's adds.
-[[gnu::noinline]] double input(int r, int64_t i) {
-  const uint64_t h =
-      (static_cast<uint64_t>(r) * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(i) * 0xBF58476D1CE4E5B9ull);
-  // A table, not pow(): a vectorised pow in the fill loop could differ from the scalar one by an ulp.
-  static constexpr double SCALE[9] = {1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4, 1e5};
-  const double mant = static_cast<double>(h % 100003) / 100003.0 - 0.37;
-  return mant * SCALE[(h >> 20) % 9];
-}
+using mpitest::input;
 
 template <typename T>
 void fill(Tensor& t, int r) {

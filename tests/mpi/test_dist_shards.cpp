@@ -23,13 +23,7 @@ namespace {
 
 hpc::dist::Communicator& comm() { return mpitest::ctx().host_comm(); }
 
-[[gnu::noinline]] double input(int r, int64_t i) {
-  const uint64_t h =
-      (static_cast<uint64_t>(r) * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(i) * 0xBF58476D1CE4E5B9ull);
-  static constexpr double SCALE[9] = {1e-3, 1e-2, 1e-1, 1.0, 1e1, 1e2, 1e3, 1e4, 1e5};
-  const double mant = static_cast<double>(h % 100003) / 100003.0 - 0.37;
-  return mant * SCALE[(h >> 20) % 9];
-}
+using mpitest::input;
 
 template <typename T>
 void fill(const Tensor& t, int r) {
