@@ -41,13 +41,7 @@ for i in $(seq 1 20); do
   HPCTRAIN_FAULT=sleep=150@ckpt_write run_mpi 2 -x HPCTRAIN_FAULT "$hp" "${args[@]}" --run.dir "$run" --resume auto \
     >"$log" 2>&1 &
   job=$!
-  pids=""
-  for _ in $(seq 300); do
-    pids=$(grep -oP "^ +rank +[0-9]+ +host +\S+ +pid \K[0-9]+" "$log" 2>/dev/null | tr '\n' ' ' || true)
-    [ "$(wc -w <<<"$pids")" -eq 2 ] && grep -qE '^(resumed from|resume: no checkpoint)' "$log" && break
-    sleep 0.05
-  done
-  [ "$(wc -w <<<"$pids")" -eq 2 ] || { cat "$log"; fail "run $i did not start"; }
+  pids=$(rank_pids "$log" 2 '^(resumed from|resume: no checkpoint)' 15) || { cat "$log"; fail "run $i did not start"; }
   # shellcheck disable=SC2206
   pid=($pids)
   sleep "0.$((RANDOM % 9 + 1))$((RANDOM % 10))"

@@ -2,7 +2,7 @@
 # ctest-timeout: 150
 # The flight record on a fatal signal (dist/flight_recorder.h, install_fatal_signal_dump):
 #   1. rank 1 of 2 calls abort() at step 3 (HPCTRAIN_FAULT=abort): the job fails, and
-#      RUN_DIR/flight-1.json is a complete record (the schema of flight_recorder.sh) with
+#      RUN_DIR/flight-1.json is a complete record (check_flight.py) with
 #      reason "signal SIGABRT" and the collectives up to step 2 (the fault fires as step 3
 #      begins, before its first collective); no temporary file is left;
 #      `hpctrain doctor --flight` reads it;
@@ -17,27 +17,6 @@ args=(--data.path "$data" --model.preset mlp --model.hidden 64 --train.batch_siz
       --log.every 1 --log.progress plain --dist.timeout 5)
 export HPC_TEST_TIMEOUT=60
 
-check_record() {  # FILE RANK REASON MIN_ENTRIES
-  "$PYTHON" - "$@" <<'PY'
-import json, sys
-path, rank, reason, least = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
-d = json.load(open(path))
-assert d["format"] == "hpctrain-flight-1" and d["rank"] == rank, (d.get("format"), d.get("rank"))
-assert d["reason"] == reason, d["reason"]
-assert isinstance(d["host"], str) and d["host"] and isinstance(d["pid"], int) and d["dumped_unix"] > 1.6e9
-e = d["entries"]
-assert least <= len(e) <= 256 and d["recorded"] >= len(e), (len(e), d["recorded"])
-seqs = [x["seq"] for x in e]
-assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs), "entries not in collective order"
-for x in e:
-    assert set(x) == {"seq", "op", "count", "dtype", "comm", "step", "enqueue_s", "start_s", "end_s", "state"}, x
-    assert x["op"] in ("allreduce", "broadcast", "allgather", "barrier", "gather") and x["comm"] == "mpi"
-    assert x["state"] in ("started", "completed") and x["count"] >= 0
-    assert x["end_s"] == 0 if x["state"] == "started" else x["end_s"] >= x["start_s"] >= x["enqueue_s"] > 0
-print(f"{path}: {len(e)} collectives, reason {d['reason']}")
-PY
-}
-
 # ---- 1. abort() on rank 1 ------------------------------------------------------------------
 run=$TMP/abort
 rc=0
@@ -45,7 +24,7 @@ HPCTRAIN_FAULT=abort@step:1:3 run_mpi 2 -x HPCTRAIN_FAULT "$hp" "${args[@]}" --t
   >"$TMP/abort.out" 2>"$TMP/abort.err" || rc=$?
 [ "$rc" -ne 0 ] || fail "abort: the job exited 0"
 [ -f "$run/flight-1.json" ] || { cat "$TMP/abort.err"; ls "$run"; fail "abort: no flight-1.json"; }
-check_record "$run/flight-1.json" 1 "signal SIGABRT" 1 || fail "abort: flight-1.json is not a complete SIGABRT record"
+check_flight "$run/flight-1.json" 1 "signal SIGABRT" 1 || fail "abort: flight-1.json is not a complete SIGABRT record"
 "$PYTHON" -c "import json,sys; assert max(x['step'] for x in json.load(open(sys.argv[1]))['entries']) == 2" \
   "$run/flight-1.json" || fail "abort: the record does not end at step 2"
 if ls "$run" | grep -q '\.tmp-'; then fail "abort: a temporary flight file was left behind"; fi
@@ -67,5 +46,5 @@ kill -SEGV $job
 rc=0
 wait $job || rc=$?
 [ "$rc" -eq 139 ] || { cat "$TMP/segv.err"; fail "segv: exit status $rc, expected 139 (SIGSEGV)"; }
-check_record "$run/flight-0.json" 0 "signal SIGSEGV" 0 || fail "segv: flight-0.json is not a complete SIGSEGV record"
+check_flight "$run/flight-0.json" 0 "signal SIGSEGV" 0 || fail "segv: flight-0.json is not a complete SIGSEGV record"
 pass "SIGSEGV: the process died of it (status 139) and left flight-0.json, reason signal SIGSEGV"

@@ -45,3 +45,21 @@ run_mpi() {
 
 # final_acc LOG: the validation accuracy (percent) of the last 'final:' line.
 final_acc() { grep -oP '^final: .*val_acc \K[0-9.]+' "$1" | tail -1; }
+
+# check_flight FILE RANK [REASON] [LEAST]: a flight record against its schema (tests/e2e/check_flight.py).
+check_flight() { "$PYTHON" "$ROOT/tests/e2e/check_flight.py" "$@"; }
+
+# rank_pids LOG N READY SECONDS: waits until a run's start-up lines in LOG name N rank pids and a
+# line matches the regex READY; prints the pids, space-separated. Returns 1 if that takes longer.
+rank_pids() {
+  local log=$1 n=$2 ready=$3 pids=""
+  for _ in $(seq $(($4 * 20))); do
+    pids=$(grep -oP "^ +rank +[0-9]+ +host +\S+ +pid \K[0-9]+" "$log" 2>/dev/null | tr '\n' ' ' || true)
+    if [ "$(wc -w <<<"$pids")" -eq "$n" ] && grep -qE "$ready" "$log"; then
+      echo "$pids"
+      return 0
+    fi
+    sleep 0.05
+  done
+  return 1
+}
