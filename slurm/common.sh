@@ -90,7 +90,7 @@ hpctrain_requeue() {
     err=$(scontrol requeue "$1" 2>&1) && return 0
     echo "hpctrain job: scontrol requeue $1: $err" >&2
     case "$err" in
-      *"timed out"* | *"Unable to contact"* | *"connect failure"* | *"Connection refused"*) sleep "$try" ;;
+      *"timed out"* | *"Unable to contact"* | *"connect failure"* | *"Connection refused"*) [ "$try" = 5 ] || sleep "$try" ;;
       *) return 1 ;;
     esac
   done
@@ -185,7 +185,7 @@ hpctrain_run() {
       # failed squeue would end this shell silently, job not requeued)
       state=$(squeue -h -j "$SLURM_JOB_ID" -o %T 2>/dev/null | head -1) || true
       [ -n "$state" ] && break
-      sleep "$try"
+      [ "$try" = 5 ] || sleep "$try"
     done
     if [ "$state" != RUNNING ]; then
       echo "hpctrain job: checkpointed; job $SLURM_JOB_ID is ${state:-gone} (cancelled?), so it is not requeued" >&2

@@ -21,7 +21,8 @@
 #   The job of 2–3 then finishes with the same final loss, evaluation and
 #   parameters (bitwise) as the uninterrupted reference.
 # A requeued job waits ~2 minutes (BeginTime) before Slurm restarts it; the
-# test moves its start time to now (scontrol update StartTime=now).
+# test moves its start time to now (scontrol update StartTime=now) once the
+# nodes have finished the old instance (see start_now).
 source "$(dirname "$0")/lib.bash"
 source "$ROOT/tests/cluster/netns-cluster.bash"
 why=$(cluster_check_available) || skip "$why"
@@ -60,6 +61,15 @@ val_loss() { grep -oP '"val_loss": \K[^,]+' "$1/metrics.jsonl" | tail -1; }
 last_loss() { grep -oP '"step": 150, .*"loss": \K[^,]+' "$1/metrics.jsonl" | tail -1; }
 start_now() {  # a requeued job: skip Slurm's BeginTime wait, until it runs
   slurm_wait_state "$1" 60 PENDING || return 1
+  # Not at once: a job allocated again while its old instance's credential is still revoked
+  # (the nodes finishing it, or within the same second) is killed at launch, exit 1 ("Killing
+  # non-startable batch JobId=N: Job credential revoked" in slurmctld's log). The BeginTime
+  # delay this skips is what avoids that: let the nodes go idle and the second pass first.
+  for _ in $(seq 1 60); do
+    [ "$(sinfo -h -o %t 2>/dev/null | sort -u)" = idle ] && break
+    sleep 0.5
+  done
+  sleep 2
   for _ in $(seq 1 30); do
     scontrol update JobId="$1" StartTime=now 2>/dev/null || true
     slurm_wait_state "$1" 2 RUNNING COMPLETED 2>/dev/null && return 0
@@ -69,6 +79,7 @@ start_now() {  # a requeued job: skip Slurm's BeginTime wait, until it runs
 job_fail() {  # job_fail JOB LOG MESSAGE: the reason first (a CI report shows the start), then the evidence
   echo "FAIL: $3" >&2
   echo "job $1: $(scontrol show job "$1" 2>&1 | grep -oE '(JobState|Reason|Restarts|ExitCode)=\S+' | tr '\n' ' ')" >&2
+  echo "nodes: $(sinfo -h -N -o '%N %t' 2>&1 | tr '\n' ' ')" >&2
   echo "---- slurmctld on job $1:" >&2
   grep -E "JobId=$1( |$)" "$CLUSTER_DIR/slurmctld.log" 2>/dev/null | tail -n 15 >&2
   echo "---- the job log's last 25 lines ($2):" >&2
