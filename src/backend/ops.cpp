@@ -4,6 +4,7 @@
 // backend/cpu otherwise. The dtype is the implementations' business.
 #include "backend/ops.h"
 
+#include "backend/cpu/onednn.h"
 #include "backend/ops_impl.h"
 
 namespace hpc::backend {
@@ -25,5 +26,9 @@ bool any_on_gpu(const Tensors&... t) {
   }
 #include "backend/ops.def"
 #undef HPC_OP
+
+int64_t channel_block(Device device, DType dtype) {
+  return device == Device::CPU && dtype == DType::F32 ? cpu::onednn::channel_block() : 0;
+}
 
 }  // namespace hpc::backend

@@ -48,4 +48,11 @@ struct OptimHyper {
 #include "backend/ops.def"
 #undef HPC_OP
 
+// Not an op (it takes no tensor): the channel block (core/tensor.h) that the
+// device's convolutions compute in for activations of `dtype`, which the
+// layers between them may then keep: 16 (nChw16c) or 8 (nChw8c) for float32
+// on a CPU where oneDNN runs with AVX-512 or AVX2; 0 (plain NCHW) on GPUs,
+// for other dtypes, without oneDNN, and with HPCTRAIN_CPU_LAYOUT=nchw.
+int64_t channel_block(Device device, DType dtype);
+
 }  // namespace hpc::backend

@@ -135,6 +135,7 @@ Tensor Tensor::view(Shape shape) const {
   HPC_ASSERT(shape.count() == count(), "view " + shape.str() + " of a " + shape_.str() + " tensor");
   Tensor t = *this;
   t.shape_ = std::move(shape);
+  t.channel_block_ = 0;
   return t;
 }
 
@@ -144,6 +145,7 @@ Tensor Tensor::slice(int64_t offset, Shape shape) const {
   Tensor t = *this;
   t.data_ = static_cast<char*>(data_) + static_cast<size_t>(offset) * dtype_size(dtype_);
   t.shape_ = std::move(shape);
+  t.channel_block_ = 0;
   return t;
 }
 
@@ -152,7 +154,15 @@ Tensor Tensor::rows(int64_t begin, int64_t end) const {
   std::vector<int64_t> d = shape_.dims();
   int64_t row = count() / (shape_[0] ? shape_[0] : 1);
   d[0] = end - begin;
-  return slice(begin * row, Shape(d));
+  return slice(begin * row, Shape(d)).with_channel_block(channel_block_);
+}
+
+Tensor Tensor::with_channel_block(int64_t block) const {
+  HPC_ASSERT(block == 0 || (block > 1 && shape_.rank() == 4 && shape_[1] % block == 0),
+             "channel block " + std::to_string(block) + " of a " + shape_.str() + " tensor");
+  Tensor t = *this;
+  t.channel_block_ = block;
+  return t;
 }
 
 void check_shape(const Tensor& t, const Shape& expected, const std::string& what) {

@@ -5,6 +5,13 @@
 // this is how every parameter and gradient tensor of a model points into the
 // model's one flat parameter buffer and one flat gradient buffer.
 // Copies between devices are always explicit (backend::copy).
+//
+// Channel-blocked layout: a [N, C, H, W] activation may hold its elements in
+// oneDNN's nChw16c (or nChw8c) order instead of NCHW, i.e. as
+// [N, C/B, H, W, B] with B = channel_block(): the B channels of a block side
+// by side, one vector wide. Only CPU float32 activations between layers
+// that understand it are blocked (nn/layout.h decides which); the shape
+// stays the logical NCHW one, and views that reshape (view, slice) are plain.
 #pragma once
 
 #include <cstddef>
@@ -95,8 +102,13 @@ class Tensor {
   Tensor view(Shape shape) const;
   // Elements [offset, offset + count) of the flattened tensor, as a tensor of `shape`.
   Tensor slice(int64_t offset, Shape shape) const;
-  // Rows [begin, end) of the leading dimension.
+  // Rows [begin, end) of the leading dimension (a blocked tensor's rows stay blocked).
   Tensor rows(int64_t begin, int64_t end) const;
+
+  // 0: plain (NCHW); B > 1: channel-blocked by B (above).
+  int64_t channel_block() const { return channel_block_; }
+  // The same memory, read as channel-blocked by `block` (0: plain); [N, C, H, W] with C % block == 0.
+  Tensor with_channel_block(int64_t block) const;
 
  private:
   std::shared_ptr<Buffer> storage_;  // empty for borrowed memory
@@ -104,6 +116,7 @@ class Tensor {
   Shape shape_;
   DType dtype_ = DType::F32;
   Device device_ = Device::CPU;
+  int64_t channel_block_ = 0;
 };
 
 // Throws UserError naming `what` when shapes differ (an API-boundary check).

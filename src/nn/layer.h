@@ -120,6 +120,25 @@ class Layer {
   virtual void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
                         const RunCtx& ctx) = 0;
 
+  // Channel-blocked activations (core/tensor.h; nn/layout.h makes the choice
+  // for a chain of layers): the block this layer's output comes in when its
+  // input comes in `in` (0: plain, else `block`, the machine's, see
+  // backend::channel_block) and its output may be blocked (out_may: the next
+  // layer can take it); -1 when it cannot take an input in `in`. Every layer
+  // takes a plain input, and returns `block` only when out_may. The default:
+  // plain only.
+  virtual int64_t output_block(int64_t in, int64_t block, bool out_may) const {
+    (void)block;
+    (void)out_may;
+    return in == 0 ? 0 : -1;
+  }
+  // The layout chosen, with output_block's arguments: a container fixes its children's here.
+  virtual void use_layout(int64_t in, int64_t block, bool out_may) {
+    (void)in;
+    (void)block;
+    (void)out_may;
+  }
+
   // Multiply-adds ×2 of one sample's forward pass (backward counts as 2×).
   virtual int64_t forward_flops() const { return 0; }
   // Intermediate activations kept for backward at this batch size (not the output).

@@ -11,6 +11,7 @@
 #include "backend/ops.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "nn/layout.h"
 #include "nn/spec.h"
 
 namespace hpc::nn {
@@ -130,6 +131,8 @@ Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DTy
     }
     layers_[i]->bind(p, g);
   }
+  // The data comes plain, the output leaves plain; in between, what the layers allow.
+  blocks_ = use_chain_layout(layers_, 0, backend::channel_block(device, dtype), false);
   if (device != Device::CPU) {
     if (init_dtype == dtype) {
       backend::copy(init, params_);
@@ -154,9 +157,11 @@ void Model::ensure_activations(int64_t batch) {
   acts_.assign(layers_.size() + 1, Tensor());
   dacts_.assign(layers_.size() + 1, Tensor());
   for (size_t i = 0; i < layers_.size(); ++i) {
-    acts_[i + 1] = Tensor(out_shapes_[i].with_batch(batch), dtype_, device_);
+    const int64_t block = blocks_[i + 1];
+    acts_[i + 1] = Tensor(out_shapes_[i].with_batch(batch), dtype_, device_).with_channel_block(block);
     // The last layer's output gradient is the caller's (the loss writes it).
-    if (i + 1 < layers_.size()) dacts_[i + 1] = Tensor(out_shapes_[i].with_batch(batch), dtype_, device_);
+    if (i + 1 < layers_.size())
+      dacts_[i + 1] = Tensor(out_shapes_[i].with_batch(batch), dtype_, device_).with_channel_block(block);
   }
   batch_ = batch;
 }

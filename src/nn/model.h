@@ -53,6 +53,8 @@ class Model {
   int num_layers() const { return static_cast<int>(layers_.size()); }
   // Layer i's spec text ("linear(64)"), for timelines.
   std::string layer_spec(int i) const { return layers_[static_cast<size_t>(i)]->spec(); }
+  // The channel block (core/tensor.h, nn/layout.h) of layer i's output: 0 plain.
+  int64_t output_block(int i) const { return blocks_[static_cast<size_t>(i) + 1]; }
   Layer& layer(int i) { return *layers_[static_cast<size_t>(i)]; }
 
   const Tensor& params() const { return params_; }  // flat, [num_params]
@@ -93,6 +95,7 @@ class Model {
   Device device_;
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Shape> out_shapes_;      // per layer, no batch dim
+  std::vector<int64_t> blocks_;        // channel block of each activation, as acts_ (nn/layout.h)
   std::vector<int64_t> layer_offset_;  // first flat offset of each layer's parameters
   std::vector<ParamInfo> info_;
   Tensor params_, grads_;

@@ -18,3 +18,31 @@ done
 run_mpi 1 "$BUILD/hpctrain" "${args[@]}" --train.seed 7 --run.dir "$TMP/c1" > "$TMP/c1.log" 2>&1 || fail "run c1"
 diff -q <(losses "$TMP/a1") <(losses "$TMP/c1") >/dev/null && fail "another seed gave the same losses"
 pass "another seed gives other losses"
+
+# A residual network: its activations stay in oneDNN's blocked layout between the convolutions
+# (nn/layout.h) where the CPU has one; still the same bits run to run, on 1 and 2 ranks, and the
+# same losses as the plain layout to float rounding.
+res_args=(--data.path "$data" --model.spec "conv(16,3,pad=1,bias=0) bn relu res(conv(16,3,pad=1,bias=0) bn relu
+  conv(16,3,pad=1,bias=0) bn) relu res(conv(32,3,stride=2,pad=1,bias=0) bn relu conv(32,3,pad=1,bias=0) bn) relu
+  gap linear(10)" --train.steps 12 --train.batch_size 16 --log.every 2 --log.progress plain)
+for n in 1 2; do
+  for r in a b; do
+    run_mpi $n "$BUILD/hpctrain" "${res_args[@]}" --run.dir "$TMP/res$r$n" > "$TMP/res$r$n.log" 2>&1 ||
+      { cat "$TMP/res$r$n.log"; fail "residual run $r on $n rank(s)"; }
+  done
+  diff <(losses "$TMP/resa$n") <(losses "$TMP/resb$n") || fail "$n rank(s): a residual network repeated differently"
+  pass "$n rank(s): a residual network repeats bit for bit ($(grep -m1 -oP '^  oneDNN: +\K.*' "$TMP/resa1.log" || echo '?'))"
+done
+HPCTRAIN_CPU_LAYOUT=nchw run_mpi 1 "$BUILD/hpctrain" "${res_args[@]}" --run.dir "$TMP/resplain" > "$TMP/resplain.log" 2>&1 ||
+  { cat "$TMP/resplain.log"; fail "residual run in the plain layout"; }
+python3 - "$TMP/resa1/metrics.jsonl" "$TMP/resplain/metrics.jsonl" <<'PY' || fail "blocked and plain layouts trained differently"
+import json, sys
+def losses(p):
+    return [r["loss"] for r in map(json.loads, open(p)) if "loss" in r]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+assert len(a) == len(b) >= 5, (len(a), len(b))
+worst = max(abs(x - y) / (1e-3 + abs(y)) for x, y in zip(a, b))
+assert worst < 2e-3, f"losses differ by {worst:.2e} (relative): {a} vs {b}"
+print(f"blocked vs plain layout: losses agree to {worst:.1e} (relative) over {len(a)} records")
+PY
+pass "blocked and plain layouts give the same losses to float rounding"

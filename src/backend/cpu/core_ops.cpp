@@ -16,7 +16,8 @@ namespace hpc::backend::cpu {
 namespace {
 
 void check_same_count(const Tensor& a, const Tensor& b, const char* op) {
-  HPC_ASSERT(a.count() == b.count(), std::string(op) + ": " + a.shape().str() + " vs " + b.shape().str());
+  HPC_ASSERT(a.count() == b.count() && a.channel_block() == b.channel_block(),
+             std::string(op) + ": " + a.shape().str() + " vs " + b.shape().str() + " (or layouts)");
 }
 
 }  // namespace

@@ -17,8 +17,8 @@ namespace hpc::backend::cpu {
 namespace {
 
 void check_same_count(const Tensor& a, const Tensor& b, const char* op) {
-  HPC_ASSERT(a.count() == b.count() && a.dtype() == b.dtype(),
-             std::string(op) + ": " + a.shape().str() + " vs " + b.shape().str());
+  HPC_ASSERT(a.count() == b.count() && a.dtype() == b.dtype() && a.channel_block() == b.channel_block(),
+             std::string(op) + ": " + a.shape().str() + " vs " + b.shape().str() + " (or dtypes, layouts)");
 }
 
 template <typename T, typename F>
@@ -118,6 +118,7 @@ void activation_forward(kernels::ActivationKind act, const Tensor& x, const Tens
 void activation_backward(kernels::ActivationKind act, const Tensor& x, const Tensor& y, const Tensor& dy,
                          const Tensor& dx) {
   check_same_count(dy, dx, "activation_backward");
+  check_same_count(x, dx, "activation_backward");
   dispatch_float(dx.dtype(), "activation_backward", [&]<typename T>() {
     switch (act) {
       case kernels::ActivationKind::Relu:
@@ -261,29 +262,34 @@ void avg_pool_backward(const Tensor& dy, const kernels::PoolShape& g, const Tens
   });
 }
 
+// A channel-blocked x ([N, C/B, S, B], core/tensor.h) gives the same sums in the same order.
 void spatial_mean_forward(const Tensor& x, int64_t spatial, const Tensor& y) {
-  HPC_ASSERT(x.count() == y.count() * spatial, "spatial_mean_forward: shapes");
+  HPC_ASSERT(x.count() == y.count() * spatial && y.channel_block() == 0, "spatial_mean_forward: shapes");
+  const int64_t block = std::max<int64_t>(x.channel_block(), 1);
   dispatch_float(y.dtype(), "spatial_mean_forward", [&]<typename T>() {
     const double inv = 1.0 / double(spatial);
-    const int64_t rows = y.count();
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* in = x.data<T>() + r * spatial;
-      double s = 0;
-      for (int64_t k = 0; k < spatial; ++k) s += in[k];
-      y.data<T>()[r] = T(s * inv);
-    }
+    const int64_t groups = y.count() / block;  // (sample, channel block) pairs
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t l = 0; l < block; ++l) {
+        const T* in = x.data<T>() + g * spatial * block + l;
+        double s = 0;
+        for (int64_t k = 0; k < spatial; ++k) s += in[k * block];
+        y.data<T>()[g * block + l] = T(s * inv);
+      }
   });
 }
 
 void spatial_mean_backward(const Tensor& dy, int64_t spatial, const Tensor& dx) {
-  HPC_ASSERT(dx.count() == dy.count() * spatial, "spatial_mean_backward: shapes");
+  HPC_ASSERT(dx.count() == dy.count() * spatial && dy.channel_block() == 0, "spatial_mean_backward: shapes");
+  const int64_t block = std::max<int64_t>(dx.channel_block(), 1);
   dispatch_float(dx.dtype(), "spatial_mean_backward", [&]<typename T>() {
-    const int64_t rows = dy.count();
-    for (int64_t r = 0; r < rows; ++r) {
-      const T share = T(double(dy.data<T>()[r]) / double(spatial));
-      T* out = dx.data<T>() + r * spatial;
-      for (int64_t k = 0; k < spatial; ++k) out[k] = share;
-    }
+    const int64_t groups = dy.count() / block;
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t l = 0; l < block; ++l) {
+        const T share = T(double(dy.data<T>()[g * block + l]) / double(spatial));
+        T* out = dx.data<T>() + g * spatial * block + l;
+        for (int64_t k = 0; k < spatial; ++k) out[k * block] = share;
+      }
   });
 }
 

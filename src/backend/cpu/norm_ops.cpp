@@ -9,9 +9,14 @@
 // The float32 row sums and per-element loops also have AVX-512 bodies
 // (cpu/simd.h), written to give the default bodies' bits: the sums keep the
 // same eight partial sums (one 8-lane register instead of two 4-lane ones).
+//
+// Channel-blocked float32 activations (core/tensor.h, between oneDNN
+// convolutions) run their own loops over positions with one vector of
+// channels each (below: "channel-blocked activations").
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "backend/cpu/simd.h"
 #include "backend/dispatch.h"
@@ -122,6 +127,118 @@ HPC_AVX512 void dx_row_avx512(const float* xr, const float* gr, float* out, int6
   dx_row(xr, gr, out, n, k1, k2, k3, mu);
 }
 
+// ---- channel-blocked activations (core/tensor.h): x is [N, C/B, S, B] ----
+// Lane l of block cb is channel cb·B + l, so each position holds one vector
+// of B channels, and every loop below runs over positions with per-lane
+// constants. The sums keep one double accumulator per channel and sample
+// (a different order of additions from the plain rows' eight partial sums:
+// the two layouts agree to rounding, each repeats bit for bit). Float32
+// only: no other dtype is ever blocked.
+constexpr int LANES = 8;  // one Double8 / Float8 register (AVX-512) per 8 channels
+using Float8v = float __attribute__((vector_size(32)));
+
+// Eight floats from p as doubles (a macro, not a function: a 64-byte vector
+// return value outside AVX-512 code would change the ABI).
+#define HPC_WIDEN8(out, p)                        \
+  do {                                            \
+    Float8v f_;                                   \
+    __builtin_memcpy(&f_, (p), sizeof f_);        \
+    (out) = __builtin_convertvector(f_, Double8); \
+  } while (0)
+
+// sum_u[l] += Σ_s a[s, l] and sum_uv[l] += Σ_s a[s, l]·(b[s, l] − shift[l]) over one block of one sample.
+template <int B>
+[[gnu::always_inline]] inline void block_sums(const float* a, const float* b, const float* shift,
+                                              int64_t spatial, double* sum_u, double* sum_uv) {
+  constexpr int V = B / LANES;
+  Double8 su[V] = {}, suv[V] = {}, sh[V];
+  for (int v = 0; v < V; ++v) HPC_WIDEN8(sh[v], shift + v * LANES);
+  for (int64_t s = 0; s < spatial; ++s)
+    for (int v = 0; v < V; ++v) {
+      Double8 u, w;
+      HPC_WIDEN8(u, a + s * B + v * LANES);
+      HPC_WIDEN8(w, b + s * B + v * LANES);
+      su[v] += u;
+      suv[v] += u * (w - sh[v]);
+    }
+  for (int v = 0; v < V; ++v)
+    for (int l = 0; l < LANES; ++l) {
+      sum_u[v * LANES + l] += su[v][l];
+      sum_uv[v * LANES + l] += suv[v][l];
+    }
+}
+
+// out[s, l] = k1[l]·a[s, l] + k2[l]·(b[s, l] − mu[l]) + k3[l] over one block of one sample
+// (normalise: a = x, k1 = 0 … written as k2·(x − mu) + k3; dx: a = dy, b = x).
+template <int B>
+[[gnu::always_inline]] inline void block_affine(const float* a, const float* b, float* out, int64_t spatial,
+                                                const float* k1, const float* k2, const float* k3,
+                                                const float* mu) {
+  for (int64_t s = 0; s < spatial; ++s)
+    for (int l = 0; l < B; ++l)
+      out[s * B + l] = k1[l] * a[s * B + l] + k2[l] * (b[s * B + l] - mu[l]) + k3[l];
+}
+
+template <int B>
+HPC_AVX512 void block_sums_avx512(const float* a, const float* b, const float* shift, int64_t spatial,
+                                  double* sum_u, double* sum_uv) {
+  block_sums<B>(a, b, shift, spatial, sum_u, sum_uv);
+}
+template <int B>
+HPC_AVX512 void block_affine_avx512(const float* a, const float* b, float* out, int64_t spatial,
+                                    const float* k1, const float* k2, const float* k3, const float* mu) {
+  block_affine<B>(a, b, out, spatial, k1, k2, k3, mu);
+}
+
+// Calls f.operator()<B>() for the tensor's block (8 or 16).
+template <typename F>
+void with_block(const Tensor& x, const char* op, F&& f) {
+  HPC_ASSERT(x.dtype() == DType::F32, std::string(op) + ": a blocked tensor must be float32");
+  switch (x.channel_block()) {
+    case 8:
+      return f.template operator()<8>();
+    case 16:
+      return f.template operator()<16>();
+    default:
+      throw Error(EXIT_INTERNAL, std::string(op) + ": channel block " + std::to_string(x.channel_block()));
+  }
+}
+
+// The per-block loops of the four ops: `sums` over (sample, block) adds into per-channel arrays,
+// `affine` writes out = k1·a + k2·(b − mu) + k3 with per-channel k1, k2, k3, mu.
+struct Blocks {
+  int64_t samples, blocks, spatial;
+  Blocks(const Tensor& x, int64_t channels, int64_t spatial_)
+      : samples(rows_of(x, channels, spatial_)), blocks(channels / x.channel_block()), spatial(spatial_) {
+    HPC_ASSERT(channels % x.channel_block() == 0 && x.count() == samples * channels * spatial,
+               "batchnorm: blocked shapes");
+  }
+  template <int B>
+  void sums(const float* a, const float* b, const float* shift, double* sum_u, double* sum_uv) const {
+    for (int64_t n = 0; n < samples; ++n)
+      for (int64_t cb = 0; cb < blocks; ++cb) {
+        const int64_t at = (n * blocks + cb) * spatial * B;
+        const float* sh = shift + cb * B;
+        if (simd::avx512())
+          block_sums_avx512<B>(a + at, b + at, sh, spatial, sum_u + cb * B, sum_uv + cb * B);
+        else
+          block_sums<B>(a + at, b + at, sh, spatial, sum_u + cb * B, sum_uv + cb * B);
+      }
+  }
+  template <int B>
+  void affine(const float* a, const float* b, float* out, const float* k1, const float* k2, const float* k3,
+              const float* mu) const {
+    for (int64_t n = 0; n < samples; ++n)
+      for (int64_t cb = 0; cb < blocks; ++cb) {
+        const int64_t at = (n * blocks + cb) * spatial * B, c = cb * B;
+        if (simd::avx512())
+          block_affine_avx512<B>(a + at, b + at, out + at, spatial, k1 + c, k2 + c, k3 + c, mu + c);
+        else
+          block_affine<B>(a + at, b + at, out + at, spatial, k1 + c, k2 + c, k3 + c, mu + c);
+      }
+  }
+};
+
 }  // namespace
 
 void batchnorm_stats(const Tensor& x, int64_t channels, int64_t spatial, const Tensor& stats) {
@@ -130,6 +247,14 @@ void batchnorm_stats(const Tensor& x, int64_t channels, int64_t spatial, const T
   double* st = stats.data<double>();
   for (int64_t i = 0; i < 2 * channels; ++i) st[i] = 0;
   st[2 * channels] = double(n * spatial);
+  if (x.channel_block()) {
+    const std::vector<float> zero(size_t(channels), 0.0f);
+    const Blocks blocks(x, channels, spatial);
+    with_block(x, "batchnorm_stats", [&]<int B>() {
+      blocks.sums<B>(x.data<float>(), x.data<float>(), zero.data(), st, st + channels);
+    });
+    return;
+  }
   dispatch_float(x.dtype(), "batchnorm_stats", [&]<typename T>() {
     for (int64_t s = 0; s < n; ++s)
       for (int64_t c = 0; c < channels; ++c) {
@@ -181,7 +306,17 @@ void batchnorm_running_inverse(const Tensor& running_mean, const Tensor& running
 void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& gamma,
                          const Tensor& beta, int64_t channels, int64_t spatial, const Tensor& y) {
   const int64_t n = rows_of(x, channels, spatial);
-  HPC_ASSERT(y.count() == x.count(), "batchnorm_normalize: shapes");
+  HPC_ASSERT(y.count() == x.count() && y.channel_block() == x.channel_block(), "batchnorm_normalize: shapes");
+  if (x.channel_block()) {
+    std::vector<float> zero(static_cast<size_t>(channels), 0.0f), gain(static_cast<size_t>(channels));
+    for (int64_t c = 0; c < channels; ++c) gain[size_t(c)] = gamma.data<float>()[c] * invstd.data<float>()[c];
+    const Blocks blocks(x, channels, spatial);
+    with_block(x, "batchnorm_normalize", [&]<int B>() {
+      blocks.affine<B>(x.data<float>(), x.data<float>(), y.data<float>(), zero.data(), gain.data(),
+                       beta.data<float>(), mean.data<float>());
+    });
+    return;
+  }
   dispatch_float(y.dtype(), "batchnorm_normalize", [&]<typename T>() {
     for (int64_t c = 0; c < channels; ++c) {
       const T gain = gamma.data<T>()[c] * invstd.data<T>()[c];
@@ -206,6 +341,20 @@ void batchnorm_backward_reduce(const Tensor& x, const Tensor& dy, const Tensor& 
   const int64_t n = rows_of(x, channels, spatial);
   check_sums(grad_sums, 2 * channels, "batchnorm_backward_reduce");
   double* gs = grad_sums.data<double>();
+  HPC_ASSERT(dy.channel_block() == x.channel_block(), "batchnorm_backward_reduce: layouts differ");
+  if (x.channel_block()) {
+    for (int64_t i = 0; i < 2 * channels; ++i) gs[i] = 0;
+    const Blocks blocks(x, channels, spatial);
+    with_block(x, "batchnorm_backward_reduce", [&]<int B>() {
+      blocks.sums<B>(dy.data<float>(), x.data<float>(), mean.data<float>(), gs, gs + channels);
+    });
+    for (int64_t c = 0; c < channels; ++c) {  // Σdy·(x − mean) → Σdy·x̂
+      gs[channels + c] *= double(invstd.data<float>()[c]);
+      dgamma.data<float>()[c] += float(gs[channels + c]);
+      dbeta.data<float>()[c] += float(gs[c]);
+    }
+    return;
+  }
   dispatch_float(dy.dtype(), "batchnorm_backward_reduce", [&]<typename T>() {
     for (int64_t c = 0; c < channels; ++c) {
       const T mu = mean.data<T>()[c];
@@ -233,20 +382,36 @@ void batchnorm_backward_dx(const Tensor& x, const Tensor& dy, const Tensor& mean
     check_sums(stats, 2 * channels + 1, "batchnorm_backward_dx");
     check_sums(grad_sums, 2 * channels, "batchnorm_backward_dx");
   }
+  HPC_ASSERT(dy.channel_block() == x.channel_block() && dx.channel_block() == x.channel_block(),
+             "batchnorm_backward_dx: layouts differ");
   dispatch_float(dx.dtype(), "batchnorm_backward_dx", [&]<typename T>() {
+    // dx = a·(dy − Σdy/M − x̂·Σdy·x̂/M), x̂ = (x − mean)·invstd, as k1·dy + k2·(x − mean) + k3.
+    std::vector<T> ks(3 * static_cast<size_t>(channels), T(0));
+    T *k1 = ks.data(), *k2 = k1 + channels, *k3 = k2 + channels;
     for (int64_t c = 0; c < channels; ++c) {
       const double istd = double(invstd.data<T>()[c]);
       const double a = double(gamma.data<T>()[c]) * istd;
-      // dx = a·(dy − Σdy/M − x̂·Σdy·x̂/M), x̂ = (x − mean)·invstd, as k1·dy + k2·(x − mean) + k3.
-      double k2 = 0, k3 = 0;
+      k1[c] = T(a);
       if (batch_stats) {
         const double m = stats.data<double>()[2 * channels];
         const double g_mean = grad_sums.data<double>()[c] / m;
         const double g_xhat = grad_sums.data<double>()[channels + c] / m;
-        k2 = -a * istd * g_xhat;
-        k3 = -a * g_mean;
+        k2[c] = T(-a * istd * g_xhat);
+        k3[c] = T(-a * g_mean);
       }
-      const T k1t = T(a), k2t = T(k2), k3t = T(k3), mu = mean.data<T>()[c];
+    }
+    if constexpr (std::is_same_v<T, float>)
+      if (x.channel_block()) {
+        const Blocks blocks(x, channels, spatial);
+        with_block(x, "batchnorm_backward_dx", [&]<int B>() {
+          blocks.affine<B>(dy.data<float>(), x.data<float>(), dx.data<float>(), k1, k2, k3,
+                           mean.data<float>());
+        });
+        return;
+      }
+    HPC_ASSERT(!x.channel_block(), "batchnorm_backward_dx: a blocked tensor must be float32");
+    for (int64_t c = 0; c < channels; ++c) {
+      const T k1t = k1[c], k2t = k2[c], k3t = k3[c], mu = mean.data<T>()[c];
       for (int64_t s = 0; s < n; ++s) {
         const T* xr = x.data<T>() + (s * channels + c) * spatial;
         const T* gr = dy.data<T>() + (s * channels + c) * spatial;

@@ -26,10 +26,16 @@ bool enabled();
 // "oneDNN 2.6.3 (ISA: AVX-512 …)" or why not ("not built: …", "off: …").
 std::string describe();
 
+// The channel block oneDNN's convolutions want activations in: 16 with
+// AVX-512, 8 with AVX2, 0 (plain) on older CPUs, when oneDNN is off, and
+// with HPCTRAIN_CPU_LAYOUT=nchw (comparisons, benchmarks).
+int64_t channel_block();
+
 // Whether oneDNN takes these tensors: float32 CPU tensors (float64 gradient
 // checks run on the lowering, which oneDNN's float32 is compared against).
 bool takes(const Tensor& x, const Tensor& weight, const Tensor& y);
-// y = x ⋆ weight (no bias), x [n, C, H, W], weight [OC, C, k, k], y [n, OC, Ho, Wo].
+// y = x ⋆ weight (no bias), x [n, C, H, W], weight [OC, C, k, k], y [n, OC, Ho, Wo];
+// x, y, dy and dx each plain or channel-blocked (dy like y, dx like x).
 void convolve(const Tensor& x, const Tensor& weight, const kernels::ConvShape& g, const Tensor& y);
 // dweight += ∂/∂weight; dx = ∂/∂x unless dx is undefined.
 void convolve_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const kernels::ConvShape& g,

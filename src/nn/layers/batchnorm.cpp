@@ -44,6 +44,7 @@ Shape BatchNorm::build(const Shape& in, DType dtype) {
     throw_layer_error(text_, "needs an F, CxL or CxHxW input, got " + in.str());
   channels_ = in[0];
   spatial_ = in.count() / channels_;
+  image_ = in.rank() == 3;
   // Statistics of 16-bit activations are kept in float32: a running variance
   // nudged by momentum 0.1 would lose most of each update in 8 mantissa bits.
   const DType stat = dtype == DType::F64 ? DType::F64 : DType::F32;
@@ -91,6 +92,12 @@ void BatchNorm::follow_device(Device device) {
   invstd_ = moved(invstd_, false);
   stats_ = moved(stats_, false);
   grad_sums_ = moved(grad_sums_, false);
+}
+
+// Channel-blocked images keep their layout (the ops run blocked loops).
+int64_t BatchNorm::output_block(int64_t in, int64_t, bool out_may) const {
+  if (in == 0) return 0;
+  return out_may && image_ && channels_ % in == 0 ? in : -1;
 }
 
 void BatchNorm::forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) {

@@ -57,6 +57,13 @@ void Conv2d::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& 
 
 int64_t Conv2d::forward_flops() const { return 2 * out_ * geom_.col_rows() * geom_.out_pixels(); }
 
+// oneDNN takes and gives channel-blocked tensors as well as plain ones. The
+// output stays plain with a bias (add_bias works on NCHW).
+int64_t Conv2d::output_block(int64_t in, int64_t block, bool out_may) const {
+  if (in != 0 && geom_.channels % in != 0) return -1;
+  return out_may && block > 0 && !has_bias_ && out_ % block == 0 ? block : 0;
+}
+
 void Conv2d::forward(const Tensor& x, const Tensor& y, const RunCtx&) {
   conv2d_forward(x, weight_, bias_, geom_, y, scratch_);
 }

@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "backend/ops.h"
+#include "core/error.h"
 
 namespace hpc::nn {
 
@@ -85,10 +86,13 @@ void lowered_conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor
 
 void conv2d_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const kernels::ConvShape& g,
                     const Tensor& y, ConvScratch& scratch) {
-  if (backend::conv2d_supported(x, weight, y, g))
+  if (backend::conv2d_supported(x, weight, y, g)) {
     backend::conv2d_forward(x, weight, g, y);
-  else
+  } else {
+    HPC_ASSERT(!x.channel_block() && !y.channel_block(), "conv: the lowering needs plain tensors");
     lowered_conv2d_forward(x, weight, g, y, scratch);
+  }
+  HPC_ASSERT(!bias.defined() || !y.channel_block(), "conv: a bias needs a plain output");
   if (bias.defined()) add_bias(y, bias, out_channels(weight, g), g.out_pixels());
 }
 
@@ -97,10 +101,12 @@ void conv2d_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, co
   if (dbias.defined()) bias_grad(dy, dbias, out_channels(weight, g), g.out_pixels());
   // The gradients share their tensors' layout, except dx, which is checked on its own.
   if (backend::conv2d_supported(x, weight, dy, g) &&
-      (!dx.defined() || backend::conv2d_supported(dx, dweight, dy, g)))
+      (!dx.defined() || backend::conv2d_supported(dx, dweight, dy, g))) {
     backend::conv2d_backward(x, weight, dy, g, dweight, dx);
-  else
+  } else {
+    HPC_ASSERT(!x.channel_block() && !dy.channel_block(), "conv: the lowering needs plain tensors");
     lowered_conv2d_backward(x, weight, dy, g, dweight, dx, scratch);
+  }
 }
 
 }  // namespace hpc::nn

@@ -61,6 +61,7 @@ class Conv2d final : public Layer {
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
                 const RunCtx& ctx) override;
   int64_t forward_flops() const override;
+  int64_t output_block(int64_t in, int64_t block, bool out_may) const override;
 
   // Elements of the CPU column buffer; tests make it small to exercise chunking.
   void set_column_budget(int64_t elements) { scratch_.column_budget = elements; }
@@ -101,10 +102,11 @@ class GlobalAvgPool final : public Layer {
   void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
                 const RunCtx& ctx) override;
+  int64_t output_block(int64_t in, int64_t block, bool out_may) const override;
 
  private:
   std::string text_;
-  int64_t spatial_ = 1;
+  int64_t channels_ = 0, spatial_ = 1;
 };
 
 // BatchNorm, and SyncBatchNorm when ctx.sum_over_replicas is set: the per-channel sums are
@@ -120,6 +122,7 @@ class BatchNorm final : public Layer {
   void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
                 const RunCtx& ctx) override;
+  int64_t output_block(int64_t in, int64_t block, bool out_may) const override;
 
  private:
   void follow_device(Device device);
@@ -127,6 +130,7 @@ class BatchNorm final : public Layer {
   std::string text_;
   double eps_ = 1e-5, momentum_ = 0.1;
   int64_t channels_ = 0, spatial_ = 1;
+  bool image_ = false;  // a CxHxW input (which may be channel-blocked)
   Tensor gamma_, beta_, dgamma_, dbeta_;
   Tensor running_mean_, running_var_;
   Tensor mean_, invstd_;      // what the last forward normalised with
@@ -143,6 +147,10 @@ class ActivationLayer final : public Layer {
   void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
                 const RunCtx& ctx) override;
+  // Elementwise: any layout, the output's that of the input.
+  int64_t output_block(int64_t in, int64_t, bool out_may) const override {
+    return in == 0 || out_may ? in : -1;
+  }
 
  private:
   kernels::ActivationKind act_;
@@ -188,6 +196,8 @@ class Residual final : public Layer {
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
                 const RunCtx& ctx) override;
   int64_t forward_flops() const override;
+  int64_t output_block(int64_t in, int64_t block, bool out_may) const override;
+  void use_layout(int64_t in, int64_t block, bool out_may) override;
 
   bool has_projection() const { return !short_.layers.empty(); }
 
@@ -196,8 +206,9 @@ class Residual final : public Layer {
   struct Branch {
     std::vector<std::unique_ptr<Layer>> layers;
     std::vector<Shape> out_shapes;
-    std::vector<Tensor> acts;  // output of each layer
-    Tensor grads[2];           // gradients between layers, ping-ponged (never dy and dx at once)
+    std::vector<Tensor> acts;        // output of each layer
+    std::vector<int64_t> blocks{0};  // channel blocks: [0] the input's, [j + 1] layer j's output's
+    Tensor grads[2];                 // gradients between layers, ping-ponged (never dy and dx at once)
   };
   Shape build_branch(Branch& b, const Shape& in, DType dtype);
   Tensor act(Branch& b, size_t j, int64_t batch, Device device);

@@ -62,8 +62,14 @@ GlobalAvgPool::GlobalAvgPool(const LayerArgs& args) {
 
 Shape GlobalAvgPool::build(const Shape& in, DType) {
   if (in.rank() != 3) throw_layer_error(text_, "needs a CxHxW input, got " + in.str());
+  channels_ = in[0];
   spatial_ = in[1] * in[2];
   return Shape{in[0]};
+}
+
+// Takes a channel-blocked image; the [C] output is plain either way.
+int64_t GlobalAvgPool::output_block(int64_t in, int64_t, bool) const {
+  return in == 0 || channels_ % in == 0 ? 0 : -1;
 }
 
 void GlobalAvgPool::forward(const Tensor& x, const Tensor& y, const RunCtx&) {

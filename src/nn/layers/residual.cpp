@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/layers.h"
+#include "nn/layout.h"
 
 namespace hpc::nn {
 
@@ -59,6 +60,7 @@ Shape Residual::build_branch(Branch& b, const Shape& in, DType dtype) {
     b.out_shapes.push_back(shape);
   }
   b.acts.assign(b.layers.size(), Tensor());
+  b.blocks.assign(b.layers.size() + 1, 0);  // plain until use_layout says otherwise
   return shape;
 }
 
@@ -130,8 +132,28 @@ int64_t Residual::forward_flops() const {
   return f;
 }
 
+// A blocked input (the layers before it keep oneDNN's layout) is taken when
+// the output may be blocked too, the body and the shortcut both give their
+// outputs blocked, and so the add sees one layout; a plain input gives a
+// plain output (its body's inner activations may still be blocked).
+int64_t Residual::output_block(int64_t in, int64_t block, bool out_may) const {
+  if (in == 0) return 0;
+  if (!out_may) return -1;
+  const std::vector<int64_t> body = chain_blocks(body_.layers, in, block, true);
+  const std::vector<int64_t> shortcut =
+      short_.layers.empty() ? std::vector<int64_t>{in} : chain_blocks(short_.layers, in, block, true);
+  return !body.empty() && !shortcut.empty() && body.back() == in && shortcut.back() == in ? in : -1;
+}
+
+void Residual::use_layout(int64_t in, int64_t block, bool) {
+  body_.blocks = use_chain_layout(body_.layers, in, block, in != 0);
+  short_.blocks =
+      short_.layers.empty() ? std::vector<int64_t>{in} : use_chain_layout(short_.layers, in, block, in != 0);
+}
+
 Tensor Residual::act(Branch& b, size_t j, int64_t batch, Device device) {
-  return scratch(b.acts[j], b.out_shapes[j].with_batch(batch), dtype_, device);
+  return scratch(b.acts[j], b.out_shapes[j].with_batch(batch), dtype_, device)
+      .with_channel_block(b.blocks[j + 1]);
 }
 
 void Residual::forward_branch(Branch& b, const Tensor& x, const RunCtx& ctx, uint64_t first_child) {
@@ -150,8 +172,10 @@ void Residual::backward_branch(Branch& b, const Tensor& x, const Tensor& dy, con
   Tensor g = dy;  // gradient of layer j's output
   for (size_t j = b.layers.size(); j-- > 0;) {
     const Tensor in = j == 0 ? x : act(b, j - 1, n, x.device());
-    const Tensor g_in =
-        j == 0 ? dx : scratch(b.grads[j % 2], b.out_shapes[j - 1].with_batch(n), dtype_, x.device());
+    const Tensor g_in = j == 0
+                            ? dx
+                            : scratch(b.grads[j % 2], b.out_shapes[j - 1].with_batch(n), dtype_, x.device())
+                                  .with_channel_block(b.blocks[j]);
     b.layers[j]->backward(in, act(b, j, n, x.device()), g, g_in, child_ctx(ctx, first_child + j));
     g = g_in;
   }
@@ -176,7 +200,9 @@ void Residual::backward(const Tensor& x, const Tensor&, const Tensor& dy, const 
     if (dx.defined()) backend::elementwise_add(dx, dy, dx);
     return;
   }
-  const Tensor short_dx = dx.defined() ? scratch(short_dx_, x.shape(), dtype_, x.device()) : Tensor();
+  const Tensor short_dx =
+      dx.defined() ? scratch(short_dx_, x.shape(), dtype_, x.device()).with_channel_block(x.channel_block())
+                   : Tensor();
   backward_branch(short_, x, dy, short_dx, ctx, body_.layers.size());
   if (dx.defined()) backend::elementwise_add(dx, short_dx, dx);
 }

@@ -1,10 +1,14 @@
 // oneDNN convolutions (see onednn.h).
 //
-// One Plan per (batch, geometry, out channels): the forward, backward-data
-// and backward-weights primitives, created once with format_tag::any so that
-// oneDNN picks its blocked layouts (nChw16c on AVX-512), the reorders between
-// hpctrain's plain NCHW / OIHW tensors and those layouts, and the buffers the
-// blocked copies live in. Steady-state steps create and allocate nothing.
+// One Plan per (batch, geometry, out channels, input and output layouts):
+// the forward, backward-data and backward-weights primitives, created once
+// with format_tag::any so that oneDNN picks its blocked layouts (nChw16c on
+// AVX-512), the reorders between hpctrain's tensors and those layouts, and
+// the buffers the blocked copies live in. Steady-state steps create and
+// allocate nothing. hpctrain's activations come user (NCHW) or already
+// channel-blocked (core/tensor.h: the layers between two convolutions keep
+// oneDNN's layout, nn/layout.h), in which case no reorder is needed; the
+// weights are user OIHW (the flat parameter buffer) and reordered per call.
 // The backward-weights primitive writes its gradient into a buffer, which is
 // then added to the flat gradient buffer: parameter gradients accumulate.
 //
@@ -37,34 +41,35 @@ dnnl::engine& engine() {
   return e;
 }
 
-// A plain tensor in a blocked layout: the reorder(s) and the buffer, or nothing when the layouts agree.
+// hpctrain's tensor (`user`: its layout, NCHW or already channel-blocked) in the layout the
+// primitive wants (`inner`): the reorder(s) and the buffer, or nothing when the layouts agree.
 struct Staged {
-  memory::desc plain, inner;
+  memory::desc user, inner;
   bool needed = false;
   std::unique_ptr<memory> buffer;
-  dnnl::reorder to_inner, to_plain;
+  dnnl::reorder to_inner, to_user;
 
   Staged() = default;
-  Staged(const memory::desc& plain_md, const memory::desc& inner_md, bool in, bool out)
-      : plain(plain_md), inner(inner_md), needed(plain_md != inner_md) {
+  Staged(const memory::desc& user_md, const memory::desc& inner_md, bool in, bool out)
+      : user(user_md), inner(inner_md), needed(user_md != inner_md) {
     if (!needed) return;
     buffer = std::make_unique<memory>(inner, engine());
-    if (in) to_inner = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), plain, engine(), inner));
-    if (out) to_plain = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), inner, engine(), plain));
+    if (in) to_inner = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), user, engine(), inner));
+    if (out) to_user = dnnl::reorder(dnnl::reorder::primitive_desc(engine(), inner, engine(), user));
   }
   // The memory the primitive reads: `data` itself, or it in the blocked layout.
   memory in(dnnl::stream& s, void* data) {
-    memory user(plain, engine(), data);
-    if (!needed) return user;
-    to_inner.execute(s, user, *buffer);
+    memory mine(user, engine(), data);
+    if (!needed) return mine;
+    to_inner.execute(s, mine, *buffer);
     return *buffer;
   }
   // The memory the primitive writes; finish() moves it to `data`.
-  memory out(void* data) { return needed ? *buffer : memory(plain, engine(), data); }
+  memory out(void* data) { return needed ? *buffer : memory(user, engine(), data); }
   void finish(dnnl::stream& s, void* data) {
     if (!needed) return;
-    memory user(plain, engine(), data);
-    to_plain.execute(s, *buffer, user);
+    memory mine(user, engine(), data);
+    to_user.execute(s, *buffer, mine);
   }
 };
 
@@ -79,15 +84,31 @@ struct Plan {
   int64_t weight_count = 0;
 };
 
-using Key = std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+using Key =
+    std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
 
-Plan make_plan(int64_t batch, const kernels::ConvShape& g, int64_t oc) {
+// An activation's layout as a oneDNN tag: user NCHW or channel-blocked (core/tensor.h).
+tag activation_tag(int64_t block) {
+  switch (block) {
+    case 0:
+      return tag::nchw;
+    case 8:
+      return tag::nChw8c;
+    case 16:
+      return tag::nChw16c;
+    default:
+      throw Error(EXIT_INTERNAL, "oneDNN convolution: no layout for channel block " + std::to_string(block));
+  }
+}
+
+Plan make_plan(int64_t batch, const kernels::ConvShape& g, int64_t oc, int64_t src_block, int64_t dst_block) {
   const memory::dims src{batch, g.channels, g.height, g.width}, wei{oc, g.channels, g.kernel, g.kernel},
       dst{batch, oc, g.out_h, g.out_w}, strides{g.stride, g.stride}, pad{g.pad, g.pad};
   const memory::desc src_any(src, dt::f32, tag::any), wei_any(wei, dt::f32, tag::any),
       dst_any(dst, dt::f32, tag::any);
-  const memory::desc src_plain(src, dt::f32, tag::nchw), wei_plain(wei, dt::f32, tag::oihw),
-      dst_plain(dst, dt::f32, tag::nchw);
+  // "user": the layout of hpctrain's tensors (weights OIHW, activations as they come).
+  const memory::desc src_user(src, dt::f32, activation_tag(src_block)), wei_user(wei, dt::f32, tag::oihw),
+      dst_user(dst, dt::f32, activation_tag(dst_block));
   const auto algo = dnnl::algorithm::convolution_direct;
 
   const dnnl::convolution_forward::primitive_desc fpd(
@@ -105,29 +126,30 @@ Plan make_plan(int64_t batch, const kernels::ConvShape& g, int64_t oc) {
   p.fwd = dnnl::convolution_forward(fpd);
   p.bwd_data = dnnl::convolution_backward_data(dpd);
   p.bwd_weights = dnnl::convolution_backward_weights(wpd);
-  p.f_src = Staged(src_plain, fpd.src_desc(), true, false);
-  p.f_wei = Staged(wei_plain, fpd.weights_desc(), true, false);
-  p.f_dst = Staged(dst_plain, fpd.dst_desc(), false, true);
-  p.d_ddst = Staged(dst_plain, dpd.diff_dst_desc(), true, false);
-  p.d_wei = Staged(wei_plain, dpd.weights_desc(), true, false);
-  p.d_dsrc = Staged(src_plain, dpd.diff_src_desc(), false, true);
-  p.w_src = Staged(src_plain, wpd.src_desc(), true, false);
-  p.w_ddst = Staged(dst_plain, wpd.diff_dst_desc(), true, false);
-  p.w_dwei = Staged(wei_plain, wpd.diff_weights_desc(), false, true);
-  p.dweight_plain = std::make_unique<memory>(wei_plain, engine());
+  p.f_src = Staged(src_user, fpd.src_desc(), true, false);
+  p.f_wei = Staged(wei_user, fpd.weights_desc(), true, false);
+  p.f_dst = Staged(dst_user, fpd.dst_desc(), false, true);
+  p.d_ddst = Staged(dst_user, dpd.diff_dst_desc(), true, false);
+  p.d_wei = Staged(wei_user, dpd.weights_desc(), true, false);
+  p.d_dsrc = Staged(src_user, dpd.diff_src_desc(), false, true);
+  p.w_src = Staged(src_user, wpd.src_desc(), true, false);
+  p.w_ddst = Staged(dst_user, wpd.diff_dst_desc(), true, false);
+  p.w_dwei = Staged(wei_user, wpd.diff_weights_desc(), false, true);
+  p.dweight_plain = std::make_unique<memory>(wei_user, engine());
   p.weight_count = oc * g.col_rows();
   return p;
 }
 
 // The plans of this process. Layers call convolutions from the trainer's thread; the lock keeps
 // a second caller (tests, sample) safe.
-Plan& plan_for(int64_t batch, const kernels::ConvShape& g, int64_t oc) {
+Plan& plan_for(const Tensor& x, const kernels::ConvShape& g, int64_t oc, const Tensor& y) {
   static std::mutex mutex;
   static std::map<Key, Plan> plans;
   const std::lock_guard<std::mutex> lock(mutex);
-  const Key key{batch, g.channels, g.height, g.width, g.kernel, g.stride, g.pad, oc};
+  const int64_t batch = x.shape()[0], src_block = x.channel_block(), dst_block = y.channel_block();
+  const Key key{batch, g.channels, g.height, g.width, g.kernel, g.stride, g.pad, oc, src_block, dst_block};
   auto it = plans.find(key);
-  if (it == plans.end()) it = plans.emplace(key, make_plan(batch, g, oc)).first;
+  if (it == plans.end()) it = plans.emplace(key, make_plan(batch, g, oc, src_block, dst_block)).first;
   return it->second;
 }
 
@@ -135,10 +157,11 @@ int64_t out_channels(const Tensor& weight, const kernels::ConvShape& g) {
   return weight.count() / g.col_rows();
 }
 
-bool switched_off() {
-  const char* v = std::getenv("HPCTRAIN_CPU_CONV");
-  return v && std::string(v) == "lowering";
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == value;
 }
+bool switched_off() { return env_is("HPCTRAIN_CPU_CONV", "lowering"); }
 
 template <class F>
 void library_call(const char* what, F&& f) {
@@ -154,6 +177,25 @@ void library_call(const char* what, F&& f) {
 bool enabled() {
   static const bool on = !switched_off();
   return on;
+}
+
+int64_t channel_block() {
+  static const int64_t block = [] {
+    if (!enabled() || env_is("HPCTRAIN_CPU_LAYOUT", "nchw")) return int64_t{0};
+    switch (dnnl::get_effective_cpu_isa()) {
+      case dnnl::cpu_isa::avx512_core:
+      case dnnl::cpu_isa::avx512_core_vnni:
+      case dnnl::cpu_isa::avx512_core_bf16:
+      case dnnl::cpu_isa::avx512_core_amx:
+        return int64_t{16};
+      case dnnl::cpu_isa::avx2:
+      case dnnl::cpu_isa::avx2_vnni:
+        return int64_t{8};
+      default:
+        return int64_t{0};
+    }
+  }();
+  return block;
 }
 
 std::string describe() {
@@ -188,7 +230,9 @@ std::string describe() {
       isa = "other";
       break;
   }
-  return s + " (ISA " + isa + "): convolutions";
+  const int64_t block = channel_block();
+  return s + " (ISA " + isa + "): convolutions" +
+         (block ? ", activations kept in nChw" + std::to_string(block) + "c between them" : "");
 }
 
 bool takes(const Tensor& x, const Tensor& weight, const Tensor& y) {
@@ -198,7 +242,7 @@ bool takes(const Tensor& x, const Tensor& weight, const Tensor& y) {
 
 void convolve(const Tensor& x, const Tensor& weight, const kernels::ConvShape& g, const Tensor& y) {
   library_call("convolution forward", [&] {
-    Plan& p = plan_for(x.shape()[0], g, out_channels(weight, g));
+    Plan& p = plan_for(x, g, out_channels(weight, g), y);
     dnnl::stream s(engine());
     memory src = p.f_src.in(s, x.raw()), wei = p.f_wei.in(s, weight.raw()), dst = p.f_dst.out(y.raw());
     p.fwd.execute(s, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}});
@@ -210,14 +254,16 @@ void convolve(const Tensor& x, const Tensor& weight, const kernels::ConvShape& g
 void convolve_backward(const Tensor& x, const Tensor& weight, const Tensor& dy, const kernels::ConvShape& g,
                        const Tensor& dweight, const Tensor& dx) {
   library_call("convolution backward", [&] {
-    Plan& p = plan_for(x.shape()[0], g, out_channels(weight, g));
+    HPC_ASSERT(!dx.defined() || dx.channel_block() == x.channel_block(),
+               "convolution: dx's layout is not x's");
+    Plan& p = plan_for(x, g, out_channels(weight, g), dy);
     dnnl::stream s(engine());
     {
       memory src = p.w_src.in(s, x.raw()), ddst = p.w_ddst.in(s, dy.raw());
       memory dwei = p.w_dwei.needed ? *p.w_dwei.buffer : *p.dweight_plain;
       p.bwd_weights.execute(s,
                             {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, ddst}, {DNNL_ARG_DIFF_WEIGHTS, dwei}});
-      if (p.w_dwei.needed) p.w_dwei.to_plain.execute(s, dwei, *p.dweight_plain);
+      if (p.w_dwei.needed) p.w_dwei.to_user.execute(s, dwei, *p.dweight_plain);
     }
     if (dx.defined()) {
       // dy in the blocked layout once for both halves when they want the same one (they do on AVX-512).
