@@ -132,11 +132,10 @@ class Layer {
     (void)out_may;
     return in == 0 ? 0 : -1;
   }
-  // The layout chosen, with output_block's arguments: a container fixes its children's here.
-  virtual void use_layout(int64_t in, int64_t block, bool out_may) {
+  // The layout chosen: the input comes in `in`. A container fixes its children's here.
+  virtual void use_layout(int64_t in, int64_t block) {
     (void)in;
     (void)block;
-    (void)out_may;
   }
 
   // Multiply-adds ×2 of one sample's forward pass (backward counts as 2×).

@@ -36,8 +36,7 @@ std::vector<int64_t> use_chain_layout(const std::vector<std::unique_ptr<Layer>>&
                                       int64_t block, bool out_may) {
   std::vector<int64_t> blocks = chain_blocks(layers, in, block, out_may);
   HPC_ASSERT(!blocks.empty(), "layout: the chain cannot take its input's layout");
-  const std::vector<bool> may = may_take_blocked(layers, block, out_may);
-  for (size_t i = 0; i < layers.size(); ++i) layers[i]->use_layout(blocks[i], block, may[i + 1]);
+  for (size_t i = 0; i < layers.size(); ++i) layers[i]->use_layout(blocks[i], block);
   return blocks;
 }
 

@@ -197,7 +197,7 @@ class Residual final : public Layer {
                 const RunCtx& ctx) override;
   int64_t forward_flops() const override;
   int64_t output_block(int64_t in, int64_t block, bool out_may) const override;
-  void use_layout(int64_t in, int64_t block, bool out_may) override;
+  void use_layout(int64_t in, int64_t block) override;
 
   bool has_projection() const { return !short_.layers.empty(); }
 
@@ -206,9 +206,9 @@ class Residual final : public Layer {
   struct Branch {
     std::vector<std::unique_ptr<Layer>> layers;
     std::vector<Shape> out_shapes;
-    std::vector<Tensor> acts;        // output of each layer
-    std::vector<int64_t> blocks{0};  // channel blocks: [0] the input's, [j + 1] layer j's output's
-    Tensor grads[2];                 // gradients between layers, ping-ponged (never dy and dx at once)
+    std::vector<Tensor> acts;     // output of each layer
+    std::vector<int64_t> blocks;  // channel blocks: [0] the input's, [j + 1] layer j's output's
+    Tensor grads[2];              // gradients between layers, ping-ponged (never dy and dx at once)
   };
   Shape build_branch(Branch& b, const Shape& in, DType dtype);
   Tensor act(Branch& b, size_t j, int64_t batch, Device device);

@@ -145,7 +145,8 @@ int64_t Residual::output_block(int64_t in, int64_t block, bool out_may) const {
   return !body.empty() && !shortcut.empty() && body.back() == in && shortcut.back() == in ? in : -1;
 }
 
-void Residual::use_layout(int64_t in, int64_t block, bool) {
+// A blocked input means a blocked output (output_block), so the branches end blocked too.
+void Residual::use_layout(int64_t in, int64_t block) {
   body_.blocks = use_chain_layout(body_.layers, in, block, in != 0);
   short_.blocks =
       short_.layers.empty() ? std::vector<int64_t>{in} : use_chain_layout(short_.layers, in, block, in != 0);
