@@ -4,6 +4,9 @@
 // backend/cpu otherwise. The dtype is the implementations' business.
 #include "backend/ops.h"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "backend/cpu/onednn.h"
 #include "backend/ops_impl.h"
 
@@ -29,6 +32,12 @@ bool any_on_gpu(const Tensors&... t) {
 
 int64_t channel_block(Device device, DType dtype) {
   return device == Device::CPU && dtype == DType::F32 ? cpu::onednn::channel_block() : 0;
+}
+
+bool fuses_relu(Device device) {
+  if (device != Device::CPU) return false;
+  const char* fuse = std::getenv("HPCTRAIN_CPU_FUSE");
+  return fuse == nullptr || std::strcmp(fuse, "none") != 0;
 }
 
 }  // namespace hpc::backend

@@ -138,6 +138,17 @@ class Layer {
     (void)block;
   }
 
+  // Folding a relu into the layer before it (nn/fusion.h), where the device's
+  // ops can (backend::fuses_relu). is_relu: this layer is exactly y = max(x, 0).
+  // take_relu: the layer agrees to apply the relu that follows it to its own
+  // output; from then on forward writes max(output, 0) into y, and backward
+  // gets that y and the relu's dy, which it may overwrite (the chain does not
+  // read it again). The relu layer is then skipped and its output is this
+  // layer's. fold_inner: a container folds the relus in its own chains.
+  virtual bool is_relu() const { return false; }
+  virtual bool take_relu() { return false; }
+  virtual void fold_inner() {}
+
   // Multiply-adds ×2 of one sample's forward pass (backward counts as 2×).
   virtual int64_t forward_flops() const { return 0; }
   // Intermediate activations kept for backward at this batch size (not the output).

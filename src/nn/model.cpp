@@ -11,6 +11,7 @@
 #include "backend/ops.h"
 #include "core/error.h"
 #include "core/rng.h"
+#include "nn/fusion.h"
 #include "nn/layout.h"
 #include "nn/spec.h"
 
@@ -133,6 +134,7 @@ Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DTy
   }
   // The data comes plain, the output leaves plain; in between, what the layers allow.
   blocks_ = use_chain_layout(layers_, 0, backend::channel_block(device, dtype), false);
+  folded_ = backend::fuses_relu(device) ? fold_relus(layers_) : std::vector<bool>(layers_.size(), false);
   if (device != Device::CPU) {
     if (init_dtype == dtype) {
       backend::copy(init, params_);
@@ -157,12 +159,20 @@ void Model::ensure_activations(int64_t batch) {
   acts_.assign(layers_.size() + 1, Tensor());
   dacts_.assign(layers_.size() + 1, Tensor());
   for (size_t i = 0; i < layers_.size(); ++i) {
+    if (folded_[i]) continue;  // below
     const int64_t block = blocks_[i + 1];
     acts_[i + 1] = Tensor(out_shapes_[i].with_batch(batch), dtype_, device_).with_channel_block(block);
     // The last layer's output gradient is the caller's (the loss writes it).
     if (i + 1 < layers_.size())
       dacts_[i + 1] = Tensor(out_shapes_[i].with_batch(batch), dtype_, device_).with_channel_block(block);
   }
+  // A folded relu (never the last layer) shares the output and its gradient
+  // with the layer before, which writes the one and reads the other.
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (folded_[i]) {
+      acts_[i + 1] = acts_[i];
+      dacts_[i + 1] = dacts_[i];
+    }
   batch_ = batch;
 }
 
@@ -177,6 +187,7 @@ const Tensor& Model::forward(const Tensor& x, const RunCtx& ctx,
   for (size_t i = 0; i < layers_.size(); ++i) {
     layer_ctx.layer = i;
     if (before_layer) before_layer(i + 1 < layers_.size() ? layer_offset_[i + 1] : params_.count());
+    if (folded_[i]) continue;  // the layer before applied it
     const double t0 = ctx.on_layer ? layer_clock() : 0;
     layers_[i]->forward(acts_[i], acts_[i + 1], layer_ctx);
     if (ctx.on_layer) ctx.on_layer(i, false, t0, layer_clock());
@@ -189,6 +200,10 @@ void Model::backward(const Tensor& dout, const RunCtx& ctx, const std::function<
   check_shape(dout, acts_.back().shape(), "model output gradient");
   RunCtx layer_ctx = ctx;
   for (size_t i = layers_.size(); i-- > 0;) {
+    if (folded_[i]) {  // applied by the layer before; it has no parameters
+      if (on_ready) on_ready(layer_offset_[i]);
+      continue;
+    }
     layer_ctx.layer = i;
     const Tensor& dy = i + 1 == layers_.size() ? dout : dacts_[i + 1];
     const double t0 = ctx.on_layer ? layer_clock() : 0;
@@ -237,7 +252,8 @@ ActivationBytes Model::activation_bytes(int64_t batch) const {
   int64_t held = 0, kept = 0, without = 0, with = 0, rebuilt = 0, rebuilt_all = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const int64_t out = out_shapes_[i].count() * batch * int64_t(dtype_size(dtype_));
-    held += i + 1 < layers_.size() ? 2 * out : out;  // output, and its gradient except the last's
+    if (!folded_[i])
+      held += i + 1 < layers_.size() ? 2 * out : out;  // output, and its gradient except the last's
     const ActivationBytes a = layers_[i]->activation_bytes(batch);
     kept += a.kept;
     without += a.without_recompute;

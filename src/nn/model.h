@@ -96,6 +96,7 @@ class Model {
   std::vector<std::unique_ptr<Layer>> layers_;
   std::vector<Shape> out_shapes_;      // per layer, no batch dim
   std::vector<int64_t> blocks_;        // channel block of each activation, as acts_ (nn/layout.h)
+  std::vector<bool> folded_;           // relus folded into the layer before (nn/fusion.h): skipped
   std::vector<int64_t> layer_offset_;  // first flat offset of each layer's parameters
   std::vector<ParamInfo> info_;
   Tensor params_, grads_;

@@ -33,6 +33,11 @@ for n in 1 2; do
   diff <(losses "$TMP/resa$n") <(losses "$TMP/resb$n") || fail "$n rank(s): a residual network repeated differently"
   pass "$n rank(s): a residual network repeats bit for bit ($(grep -m1 -oP '^  oneDNN: +\K.*' "$TMP/resa1.log" || echo '?'))"
 done
+# Folding each relu into the bn or res block before it (nn/fusion.h) changes no bit.
+HPCTRAIN_CPU_FUSE=none run_mpi 2 "$BUILD/hpctrain" "${res_args[@]}" --run.dir "$TMP/resnofuse" > "$TMP/resnofuse.log" 2>&1 ||
+  { cat "$TMP/resnofuse.log"; fail "residual run without folded relus"; }
+diff <(losses "$TMP/resa2") <(losses "$TMP/resnofuse") || fail "folded relus changed the losses"
+pass "2 ranks: the same losses bit for bit with and without folded relus"
 HPCTRAIN_CPU_LAYOUT=nchw run_mpi 1 "$BUILD/hpctrain" "${res_args[@]}" --run.dir "$TMP/resplain" > "$TMP/resplain.log" 2>&1 ||
   { cat "$TMP/resplain.log"; fail "residual run in the plain layout"; }
 python3 - "$TMP/resa1/metrics.jsonl" "$TMP/resplain/metrics.jsonl" <<'PY' || fail "blocked and plain layouts trained differently"

@@ -148,7 +148,7 @@ TEST_F(BlockedOps, BatchNormPiecesAgreeWithPlain) {
   struct Out {
     Tensor stats, mean, invstd, y, grad_sums, dgamma, dbeta, dx;
   };
-  auto run = [&](int64_t block) {
+  auto run = [&](int64_t block, bool relu) {
     Out o{Tensor(Shape{2 * c + 1}, DType::F64), Tensor(Shape{c}, DType::F32),
           Tensor(Shape{c}, DType::F32),         Tensor(x.shape(), DType::F32).with_channel_block(block),
           Tensor(Shape{2 * c}, DType::F64),     Tensor(Shape{c}, DType::F32),
@@ -156,38 +156,44 @@ TEST_F(BlockedOps, BatchNormPiecesAgreeWithPlain) {
     const Tensor xb = layout(x, block), dyb = layout(dy, block);
     backend::batchnorm_stats(xb, c, s, o.stats);
     backend::batchnorm_finalize(o.stats, c, 1e-5, 0.1, o.mean, o.invstd, Tensor(), Tensor());
-    backend::batchnorm_normalize(xb, o.mean, o.invstd, gamma, beta, c, s, o.y);
-    backend::batchnorm_backward_reduce(xb, dyb, o.mean, o.invstd, c, s, o.grad_sums, o.dgamma, o.dbeta);
-    backend::batchnorm_backward_dx(xb, dyb, o.mean, o.invstd, gamma, o.stats, o.grad_sums, c, s, o.dx);
+    backend::batchnorm_normalize(xb, o.mean, o.invstd, gamma, beta, relu, c, s, o.y);
+    backend::batchnorm_backward_reduce(xb, dyb, o.mean, o.invstd, gamma, beta, relu, c, s, o.grad_sums,
+                                       o.dgamma, o.dbeta);
+    backend::batchnorm_backward_dx(xb, dyb, o.mean, o.invstd, gamma, beta, relu, o.stats, o.grad_sums, c, s,
+                                   o.dx);
     o.y = plain_of(o.y);
     o.dx = plain_of(o.dx);
     return o;
   };
-  const Out plain = run(0), blocked = run(block_);
-  EXPECT_LE(worst_relative(blocked.stats, plain.stats, 1e-12), 1.0);
-  EXPECT_LE(worst_relative(blocked.mean, plain.mean, 1e-6), 1.0);
-  EXPECT_LE(worst_relative(blocked.invstd, plain.invstd, 1e-6), 1.0);
-  EXPECT_LE(worst_relative(blocked.y, plain.y, 1e-5), 1.0);
-  EXPECT_LE(worst_relative(blocked.grad_sums, plain.grad_sums, 1e-6), 1.0);
-  EXPECT_LE(worst_relative(blocked.dgamma, plain.dgamma, 1e-5), 1.0);
-  EXPECT_LE(worst_relative(blocked.dbeta, plain.dbeta, 1e-5), 1.0);
-  EXPECT_LE(worst_relative(blocked.dx, plain.dx, 1e-5), 1.0);
-  // The blocked loops' default and AVX-512 bodies give the same bits (one binary, every node alike).
-  backend::cpu::simd::force_default(true);
-  const Out fallback = run(block_);
-  backend::cpu::simd::force_default(false);
-  auto same = [](const Tensor& a, const Tensor& b) {
-    return std::memcmp(a.raw(), b.raw(), a.num_bytes()) == 0;
-  };
-  EXPECT_TRUE(same(fallback.stats, blocked.stats) && same(fallback.y, blocked.y) &&
-              same(fallback.grad_sums, blocked.grad_sums) && same(fallback.dx, blocked.dx));
+  for (bool relu : {false, true}) {
+    SCOPED_TRACE(relu ? "with relu" : "without relu");
+    const Out plain = run(0, relu), blocked = run(block_, relu);
+    EXPECT_LE(worst_relative(blocked.stats, plain.stats, 1e-12), 1.0);
+    EXPECT_LE(worst_relative(blocked.mean, plain.mean, 1e-6), 1.0);
+    EXPECT_LE(worst_relative(blocked.invstd, plain.invstd, 1e-6), 1.0);
+    EXPECT_LE(worst_relative(blocked.y, plain.y, 1e-5), 1.0);
+    EXPECT_LE(worst_relative(blocked.grad_sums, plain.grad_sums, 1e-6), 1.0);
+    EXPECT_LE(worst_relative(blocked.dgamma, plain.dgamma, 1e-5), 1.0);
+    EXPECT_LE(worst_relative(blocked.dbeta, plain.dbeta, 1e-5), 1.0);
+    EXPECT_LE(worst_relative(blocked.dx, plain.dx, 1e-5), 1.0);
+    // The blocked loops' default and AVX-512 bodies give the same bits (one binary, every node alike).
+    backend::cpu::simd::force_default(true);
+    const Out fallback = run(block_, relu);
+    backend::cpu::simd::force_default(false);
+    auto same = [](const Tensor& a, const Tensor& b) {
+      return std::memcmp(a.raw(), b.raw(), a.num_bytes()) == 0;
+    };
+    EXPECT_TRUE(same(fallback.stats, blocked.stats) && same(fallback.y, blocked.y) &&
+                same(fallback.grad_sums, blocked.grad_sums) && same(fallback.dx, blocked.dx));
+  }
   // Evaluation mode (running statistics: no grad_sums): dx = gamma·invstd·dy in both layouts.
   Tensor dx_eval_plain(x.shape(), DType::F32),
       dx_eval = Tensor(x.shape(), DType::F32).with_channel_block(block_);
-  backend::batchnorm_backward_dx(x, dy, plain.mean, plain.invstd, gamma, Tensor(), Tensor(), c, s,
-                                 dx_eval_plain);
+  const Out plain = run(0, false);
+  backend::batchnorm_backward_dx(x, dy, plain.mean, plain.invstd, gamma, Tensor(), false, Tensor(), Tensor(),
+                                 c, s, dx_eval_plain);
   backend::batchnorm_backward_dx(to_blocked(x, block_), to_blocked(dy, block_), plain.mean, plain.invstd,
-                                 gamma, Tensor(), Tensor(), c, s, dx_eval);
+                                 gamma, Tensor(), false, Tensor(), Tensor(), c, s, dx_eval);
   EXPECT_LE(worst_relative(to_plain(dx_eval), dx_eval_plain, 1e-6), 1.0);
 }
 

@@ -47,29 +47,33 @@ class CpuSimd : public ::testing::Test {
 };
 
 TEST_F(CpuSimd, BatchNormIsBitwiseTheDefault) {
-  for (int64_t spatial : {1, 7, 49, 64, 1027}) {
-    const int64_t n = 5, c = 6;
-    const Shape s{n, c, spatial};
-    const Tensor x = test::random_tensor(s, DType::F32, 1, -3, 5), dy = test::random_tensor(s, DType::F32, 2);
-    const Tensor gamma = test::random_tensor(Shape{c}, DType::F32, 3),
-                 beta = test::random_tensor(Shape{c}, DType::F32, 4);
-    const Tensor mean = test::random_tensor(Shape{c}, DType::F32, 5),
-                 invstd = test::random_tensor(Shape{c}, DType::F32, 6, 0.5, 2);
-    auto [d, v] =
-        both({Tensor(Shape{2 * c + 1}, DType::F64), Tensor(s, DType::F32), Tensor(Shape{2 * c}, DType::F64),
-              Tensor(Shape{c}, DType::F32, Device::CPU), Tensor(Shape{c}, DType::F32), Tensor(s, DType::F32)},
-             [&](std::vector<Tensor>& o) {
-               backend::fill(o[3], 0.0);
-               backend::fill(o[4], 0.0);
-               backend::batchnorm_stats(x, c, spatial, o[0]);
-               backend::batchnorm_normalize(x, mean, invstd, gamma, beta, c, spatial, o[1]);
-               backend::batchnorm_backward_reduce(x, dy, mean, invstd, c, spatial, o[2], o[3], o[4]);
-               backend::batchnorm_backward_dx(x, dy, mean, invstd, gamma, o[0], o[2], c, spatial, o[5]);
-             });
-    const char* names[] = {"stats", "normalize", "grad sums", "dgamma", "dbeta", "dx"};
-    for (size_t i = 0; i < d.size(); ++i)
-      EXPECT_TRUE(same_bits(d[i], v[i])) << names[i] << ", spatial " << spatial;
-  }
+  for (bool relu : {false, true})
+    for (int64_t spatial : {1, 7, 49, 64, 1027}) {
+      const int64_t n = 5, c = 6;
+      const Shape s{n, c, spatial};
+      const Tensor x = test::random_tensor(s, DType::F32, 1, -3, 5),
+                   dy = test::random_tensor(s, DType::F32, 2);
+      const Tensor gamma = test::random_tensor(Shape{c}, DType::F32, 3),
+                   beta = test::random_tensor(Shape{c}, DType::F32, 4);
+      const Tensor mean = test::random_tensor(Shape{c}, DType::F32, 5),
+                   invstd = test::random_tensor(Shape{c}, DType::F32, 6, 0.5, 2);
+      auto [d, v] = both(
+          {Tensor(Shape{2 * c + 1}, DType::F64), Tensor(s, DType::F32), Tensor(Shape{2 * c}, DType::F64),
+           Tensor(Shape{c}, DType::F32, Device::CPU), Tensor(Shape{c}, DType::F32), Tensor(s, DType::F32)},
+          [&](std::vector<Tensor>& o) {
+            backend::fill(o[3], 0.0);
+            backend::fill(o[4], 0.0);
+            backend::batchnorm_stats(x, c, spatial, o[0]);
+            backend::batchnorm_normalize(x, mean, invstd, gamma, beta, relu, c, spatial, o[1]);
+            backend::batchnorm_backward_reduce(x, dy, mean, invstd, gamma, beta, relu, c, spatial, o[2], o[3],
+                                               o[4]);
+            backend::batchnorm_backward_dx(x, dy, mean, invstd, gamma, beta, relu, o[0], o[2], c, spatial,
+                                           o[5]);
+          });
+      const char* names[] = {"stats", "normalize", "grad sums", "dgamma", "dbeta", "dx"};
+      for (size_t i = 0; i < d.size(); ++i)
+        EXPECT_TRUE(same_bits(d[i], v[i])) << names[i] << ", spatial " << spatial << (relu ? ", relu" : "");
+    }
 }
 
 TEST_F(CpuSimd, AdamIsBitwiseTheDefault) {

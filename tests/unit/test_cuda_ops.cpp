@@ -320,26 +320,26 @@ TEST(CudaOps, BatchNormPieces) {
       expect_close(invstd, rinvstd, tol_for(sd), "invstd");
 
       Tensor y(x.shape(), d, dut()), ry(x.shape(), DType::F64);
-      batchnorm_normalize(on_dut(x, d), mean, invstd, on_dut(gamma, d), on_dut(beta, d), channels, spatial,
-                          y);
-      batchnorm_normalize(rx, host64(mean), host64(invstd), rgamma, rbeta, channels, spatial, ry);
+      batchnorm_normalize(on_dut(x, d), mean, invstd, on_dut(gamma, d), on_dut(beta, d), false, channels,
+                          spatial, y);
+      batchnorm_normalize(rx, host64(mean), host64(invstd), rgamma, rbeta, false, channels, spatial, ry);
       expect_close(y, ry, tol_for(d), "normalize");
 
       Tensor sums(Shape{2 * channels}, DType::F64, dut()), rsums(Shape{2 * channels}, DType::F64);
       Tensor dgamma = on_dut(gamma, d), dbeta = on_dut(beta, d);  // backward adds into them
       Tensor rdgamma = rounded64(gamma, d), rdbeta = rounded64(beta, d);
-      batchnorm_backward_reduce(on_dut(x, d), on_dut(dyv, d), mean, invstd, channels, spatial, sums, dgamma,
-                                dbeta);
-      batchnorm_backward_reduce(rx, rdy, host64(mean), host64(invstd), channels, spatial, rsums, rdgamma,
-                                rdbeta);
+      batchnorm_backward_reduce(on_dut(x, d), on_dut(dyv, d), mean, invstd, Tensor(), Tensor(), false,
+                                channels, spatial, sums, dgamma, dbeta);
+      batchnorm_backward_reduce(rx, rdy, host64(mean), host64(invstd), Tensor(), Tensor(), false, channels,
+                                spatial, rsums, rdgamma, rdbeta);
       expect_close(sums, rsums, {1e-9, 1e-9}, "grad sums");
       expect_close(dgamma, rdgamma, tol_for(d), "dgamma");
       expect_close(dbeta, rdbeta, tol_for(d), "dbeta");
 
       Tensor dx(x.shape(), d, dut()), rdx(x.shape(), DType::F64);
-      batchnorm_backward_dx(on_dut(x, d), on_dut(dyv, d), mean, invstd, on_dut(gamma, d),
+      batchnorm_backward_dx(on_dut(x, d), on_dut(dyv, d), mean, invstd, on_dut(gamma, d), Tensor(), false,
                             training ? stats : Tensor(), training ? sums : Tensor(), channels, spatial, dx);
-      batchnorm_backward_dx(rx, rdy, host64(mean), host64(invstd), rgamma,
+      batchnorm_backward_dx(rx, rdy, host64(mean), host64(invstd), rgamma, Tensor(), false,
                             training ? host64(stats) : Tensor(), training ? host64(sums) : Tensor(), channels,
                             spatial, rdx);
       expect_close(dx, rdx, tol_for(d), "dx");

@@ -204,7 +204,7 @@ TEST(EmulatedKernels, BatchNormPieces) {
   }
 
   Tensor y(x.shape(), DType::F32), y2(x.shape(), DType::F32);
-  backend::batchnorm_normalize(x, mean, invstd, gamma, beta, channels, spatial, y);
+  backend::batchnorm_normalize(x, mean, invstd, gamma, beta, false, channels, spatial, y);
   for (int64_t i = 0; i < x.count(); ++i) {
     const int64_t c = (i / spatial) % channels;
     y2.data<float>()[i] =
@@ -214,10 +214,11 @@ TEST(EmulatedKernels, BatchNormPieces) {
   expect_close(y2, y, 4e-7, "batchnorm normalize");
 
   Tensor dgamma(Shape{channels}, DType::F32), dbeta(Shape{channels}, DType::F32);
-  backend::batchnorm_backward_reduce(x, dy, mean, invstd, channels, spatial, grad_sums, dgamma, dbeta);
+  backend::batchnorm_backward_reduce(x, dy, mean, invstd, gamma, beta, false, channels, spatial, grad_sums,
+                                     dgamma, dbeta);
   for (bool batch : {true, false}) {
     Tensor dx(x.shape(), DType::F32), dx2(x.shape(), DType::F32);
-    backend::batchnorm_backward_dx(x, dy, mean, invstd, gamma, batch ? stats : Tensor(),
+    backend::batchnorm_backward_dx(x, dy, mean, invstd, gamma, beta, false, batch ? stats : Tensor(),
                                    batch ? grad_sums : Tensor(), channels, spatial, dx);
     for (int64_t i = 0; i < x.count(); ++i) {
       const int64_t c = (i / spatial) % channels;

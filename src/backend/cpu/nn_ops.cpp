@@ -147,6 +147,15 @@ void elementwise_add(const Tensor& a, const Tensor& b, const Tensor& out) {
                  [&]<typename T>() { map_binary<T>(a, b, out, [](T u, T v) { return u + v; }); });
 }
 
+// The same sum, then relu_forward: the bits of elementwise_add and a relu after it.
+void add_relu(const Tensor& a, const Tensor& b, const Tensor& out) {
+  check_same_count(a, out, "add_relu");
+  check_same_count(b, out, "add_relu");
+  dispatch_float(out.dtype(), "add_relu", [&]<typename T>() {
+    map_binary<T>(a, b, out, [](T u, T v) { return kernels::relu_forward(T(u + v)); });
+  });
+}
+
 // ---- dropout ----------------------------------------------------------------
 
 void dropout_forward(const Tensor& x, double p, uint64_t seed, uint64_t stream, uint64_t offset,

@@ -106,15 +106,70 @@ void row_sums(const T* a, const T* b, T shift, int64_t n, double& sum_u, double&
   row_sums_default(a, b, shift, n, sum_u, sum_uv);
 }
 
-// y = (x − mean)·gain + beta over one row.
+// The normalised value y = (x − mean)·gain + beta, gain = gamma·invstd: one
+// expression for every normalise and relu-mask loop below, so that the mask
+// of a fused relu (ops.def) is taken from the very value forward wrote.
 template <typename T>
-[[gnu::always_inline]] inline void normalize_row(const T* in, T* out, int64_t n, T mu, T gain, T shift) {
-  for (int64_t k = 0; k < n; ++k) out[k] = (in[k] - mu) * gain + shift;
+[[gnu::always_inline]] inline T bn_value(T x, T mu, T gain, T shift) {
+  return (x - mu) * gain + shift;
 }
+
+template <typename T>
+std::vector<T> gains_of(const Tensor& gamma, const Tensor& invstd, int64_t channels) {
+  std::vector<T> g(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) g[size_t(c)] = gamma.data<T>()[c] * invstd.data<T>()[c];
+  return g;
+}
+
+// out = y, or max(y, 0) with Relu, over one row.
+template <bool Relu, typename T>
+[[gnu::always_inline]] inline void normalize_row(const T* in, T* out, int64_t n, T mu, T gain, T shift) {
+  for (int64_t k = 0; k < n; ++k) {
+    const T v = bn_value(in[k], mu, gain, shift);
+    out[k] = Relu ? kernels::relu_forward(v) : v;
+  }
+}
+template <bool Relu>
 HPC_AVX512 void normalize_row_avx512(const float* in, float* out, int64_t n, float mu, float gain,
                                      float shift) {
-  normalize_row(in, out, n, mu, gain, shift);
+  normalize_row<Relu>(in, out, n, mu, gain, shift);
 }
+
+// out = dy where y > 0, else 0 (a fused relu's backward) over one row.
+template <typename T>
+[[gnu::always_inline]] inline void mask_row(const T* x, const T* dy, T* out, int64_t n, T mu, T gain,
+                                            T shift) {
+  for (int64_t k = 0; k < n; ++k) out[k] = kernels::relu_backward(bn_value(x[k], mu, gain, shift), dy[k]);
+}
+HPC_AVX512 void mask_row_avx512(const float* x, const float* dy, float* out, int64_t n, float mu, float gain,
+                                float shift) {
+  mask_row(x, dy, out, n, mu, gain, shift);
+}
+
+// Row loops with the AVX-512 bodies where the CPU has them (same bits).
+template <typename T>
+void normalize_any(const T* in, T* out, int64_t n, T mu, T gain, T shift, bool relu) {
+  if constexpr (std::is_same_v<T, float>)
+    if (simd::avx512())
+      return relu ? normalize_row_avx512<true>(in, out, n, mu, gain, shift)
+                  : normalize_row_avx512<false>(in, out, n, mu, gain, shift);
+  relu ? normalize_row<true>(in, out, n, mu, gain, shift) : normalize_row<false>(in, out, n, mu, gain, shift);
+}
+template <typename T>
+void mask_any(const T* x, const T* dy, T* out, int64_t n, T mu, T gain, T shift) {
+  if constexpr (std::is_same_v<T, float>)
+    if (simd::avx512()) return mask_row_avx512(x, dy, out, n, mu, gain, shift);
+  mask_row(x, dy, out, n, mu, gain, shift);
+}
+
+// What a fused relu's mask needs per channel (or, blocked, per lane): mean,
+// gain and beta. A null pointer to it: no relu.
+template <typename T>
+struct ReluMask {
+  const T* mu;
+  const T* gain;
+  const T* shift;
+};
 
 // dx = k1·dy + k2·(x − mean) + k3 over one row.
 template <typename T>
@@ -146,21 +201,49 @@ using Float8v = float __attribute__((vector_size(32)));
     (out) = __builtin_convertvector(f_, Double8); \
   } while (0)
 
-// sum_u[l] += Σ_s a[s, l] and sum_uv[l] += Σ_s a[s, l]·(b[s, l] − shift[l]) over one block of one sample.
+// A fused relu's mask constants for one block's lanes (ReluMask at the block's
+// first channel), copied into locals so that the compiler keeps them in
+// registers: the output pointer cannot alias them.
 template <int B>
+struct LaneMask {
+  float mu[B], gain[B], shift[B];
+  explicit LaneMask(const ReluMask<float>* r, int64_t c) {
+    for (int l = 0; l < B; ++l) {
+      mu[l] = r ? r->mu[c + l] : 0.0f;
+      gain[l] = r ? r->gain[c + l] : 0.0f;
+      shift[l] = r ? r->shift[c + l] : 0.0f;
+    }
+  }
+  // dy where the normalised x is > 0, else 0.
+  [[gnu::always_inline]] float masked(float x, float dy, int l) const {
+    return kernels::relu_backward(bn_value(x, mu[l], gain[l], shift[l]), dy);
+  }
+};
+
+// sum_u[l] += Σ_s u[s, l] and sum_uv[l] += Σ_s u[s, l]·(b[s, l] − shift[l]) over one block of
+// one sample, u = a, or with Relu a masked by the normalised b (a = dy, b = x).
+template <int B, bool Relu>
 [[gnu::always_inline]] inline void block_sums(const float* a, const float* b, const float* shift,
-                                              int64_t spatial, double* sum_u, double* sum_uv) {
+                                              int64_t spatial, double* sum_u, double* sum_uv,
+                                              const LaneMask<B>& m) {
   constexpr int V = B / LANES;
   Double8 su[V] = {}, suv[V] = {}, sh[V];
   for (int v = 0; v < V; ++v) HPC_WIDEN8(sh[v], shift + v * LANES);
-  for (int64_t s = 0; s < spatial; ++s)
+  for (int64_t s = 0; s < spatial; ++s) {
+    const float* as = a + s * B;
+    float masked[B];
+    if constexpr (Relu) {
+      for (int l = 0; l < B; ++l) masked[l] = m.masked(b[s * B + l], as[l], l);
+      as = masked;
+    }
     for (int v = 0; v < V; ++v) {
       Double8 u, w;
-      HPC_WIDEN8(u, a + s * B + v * LANES);
+      HPC_WIDEN8(u, as + v * LANES);
       HPC_WIDEN8(w, b + s * B + v * LANES);
       su[v] += u;
       suv[v] += u * (w - sh[v]);
     }
+  }
   for (int v = 0; v < V; ++v)
     for (int l = 0; l < LANES; ++l) {
       sum_u[v * LANES + l] += su[v][l];
@@ -168,26 +251,50 @@ template <int B>
     }
 }
 
-// out[s, l] = k1[l]·a[s, l] + k2[l]·(b[s, l] − mu[l]) + k3[l] over one block of one sample
-// (normalise: a = x, k1 = 0 … written as k2·(x − mu) + k3; dx: a = dy, b = x).
-template <int B>
+// out[s, l] = k1[l]·u[s, l] + k2[l]·(b[s, l] − mu[l]) + k3[l] over one block of one sample
+// (dx: u = a = dy, or with Relu dy masked by the normalised b = x).
+template <int B, bool Relu>
 [[gnu::always_inline]] inline void block_affine(const float* a, const float* b, float* out, int64_t spatial,
-                                                const float* k1, const float* k2, const float* k3,
-                                                const float* mu) {
+                                                const float* k1p, const float* k2p, const float* k3p,
+                                                const float* mup, const LaneMask<B>& m) {
+  float k1[B], k2[B], k3[B], mu[B];
+  for (int l = 0; l < B; ++l) k1[l] = k1p[l], k2[l] = k2p[l], k3[l] = k3p[l], mu[l] = mup[l];
   for (int64_t s = 0; s < spatial; ++s)
-    for (int l = 0; l < B; ++l)
-      out[s * B + l] = k1[l] * a[s * B + l] + k2[l] * (b[s * B + l] - mu[l]) + k3[l];
+    for (int l = 0; l < B; ++l) {
+      const float u = Relu ? m.masked(b[s * B + l], a[s * B + l], l) : a[s * B + l];
+      out[s * B + l] = k1[l] * u + k2[l] * (b[s * B + l] - mu[l]) + k3[l];
+    }
 }
 
-template <int B>
-HPC_AVX512 void block_sums_avx512(const float* a, const float* b, const float* shift, int64_t spatial,
-                                  double* sum_u, double* sum_uv) {
-  block_sums<B>(a, b, shift, spatial, sum_u, sum_uv);
+// normalize_row with per-lane constants, over one block of one sample.
+template <int B, bool Relu>
+[[gnu::always_inline]] inline void block_normalize(const float* x, float* out, int64_t spatial,
+                                                   const float* mup, const float* gainp,
+                                                   const float* shiftp) {
+  float mu[B], gain[B], shift[B];
+  for (int l = 0; l < B; ++l) mu[l] = mup[l], gain[l] = gainp[l], shift[l] = shiftp[l];
+  for (int64_t s = 0; s < spatial; ++s)
+    for (int l = 0; l < B; ++l) {
+      const float v = bn_value(x[s * B + l], mu[l], gain[l], shift[l]);
+      out[s * B + l] = Relu ? kernels::relu_forward(v) : v;
+    }
 }
-template <int B>
+
+template <int B, bool Relu>
+HPC_AVX512 void block_sums_avx512(const float* a, const float* b, const float* shift, int64_t spatial,
+                                  double* sum_u, double* sum_uv, const LaneMask<B>& m) {
+  block_sums<B, Relu>(a, b, shift, spatial, sum_u, sum_uv, m);
+}
+template <int B, bool Relu>
 HPC_AVX512 void block_affine_avx512(const float* a, const float* b, float* out, int64_t spatial,
-                                    const float* k1, const float* k2, const float* k3, const float* mu) {
-  block_affine<B>(a, b, out, spatial, k1, k2, k3, mu);
+                                    const float* k1, const float* k2, const float* k3, const float* mu,
+                                    const LaneMask<B>& m) {
+  block_affine<B, Relu>(a, b, out, spatial, k1, k2, k3, mu, m);
+}
+template <int B, bool Relu>
+HPC_AVX512 void block_normalize_avx512(const float* x, float* out, int64_t spatial, const float* mu,
+                                       const float* gain, const float* shift) {
+  block_normalize<B, Relu>(x, out, spatial, mu, gain, shift);
 }
 
 // Calls f.operator()<B>() for the tensor's block (8 or 16).
@@ -204,37 +311,54 @@ void with_block(const Tensor& x, const char* op, F&& f) {
   }
 }
 
-// The per-block loops of the four ops: `sums` over (sample, block) adds into per-channel arrays,
-// `affine` writes out = k1·a + k2·(b − mu) + k3 with per-channel k1, k2, k3, mu.
+// The per-block loops of the four ops, over (sample, block): `normalize`
+// writes y (max(y, 0) with relu); `sums` adds into per-channel arrays;
+// `affine` writes out = k1·a + k2·(b − mu) + k3 with per-channel k1, k2, k3,
+// mu. With a ReluMask, `sums` and `affine` take a (= dy) masked by the
+// normalised b (= x) > 0, recomputed on the way.
 struct Blocks {
   int64_t samples, blocks, spatial;
   Blocks(const Tensor& x, int64_t channels, int64_t spatial_)
       : samples(rows_of(x, channels, spatial_)), blocks(channels / x.channel_block()), spatial(spatial_) {
     HPC_ASSERT(channels % x.channel_block() == 0, "batchnorm: channels not a multiple of the block");
   }
-  template <int B>
-  void sums(const float* a, const float* b, const float* shift, double* sum_u, double* sum_uv) const {
+  // f(offset of the block's data, its first channel) for every (sample, block).
+  template <int B, typename F>
+  void each(F&& f) const {
     for (int64_t n = 0; n < samples; ++n)
-      for (int64_t cb = 0; cb < blocks; ++cb) {
-        const int64_t at = (n * blocks + cb) * spatial * B;
-        const float* sh = shift + cb * B;
-        if (simd::avx512())
-          block_sums_avx512<B>(a + at, b + at, sh, spatial, sum_u + cb * B, sum_uv + cb * B);
-        else
-          block_sums<B>(a + at, b + at, sh, spatial, sum_u + cb * B, sum_uv + cb * B);
-      }
+      for (int64_t cb = 0; cb < blocks; ++cb) f((n * blocks + cb) * spatial * B, cb * B);
+  }
+  template <int B>
+  void normalize(const float* x, float* out, const float* mu, const float* gain, const float* shift,
+                 bool relu) const {
+    const bool wide = simd::avx512();
+    each<B>([&](int64_t at, int64_t c) {
+      auto* f = relu ? (wide ? block_normalize_avx512<B, true> : block_normalize<B, true>)
+                     : (wide ? block_normalize_avx512<B, false> : block_normalize<B, false>);
+      f(x + at, out + at, spatial, mu + c, gain + c, shift + c);
+    });
+  }
+  template <int B>
+  void sums(const float* a, const float* b, const float* shift, double* sum_u, double* sum_uv,
+            const ReluMask<float>* relu = nullptr) const {
+    const bool wide = simd::avx512();
+    each<B>([&](int64_t at, int64_t c) {
+      const LaneMask<B> m(relu, c);
+      auto* f = relu ? (wide ? block_sums_avx512<B, true> : block_sums<B, true>)
+                     : (wide ? block_sums_avx512<B, false> : block_sums<B, false>);
+      f(a + at, b + at, shift + c, spatial, sum_u + c, sum_uv + c, m);
+    });
   }
   template <int B>
   void affine(const float* a, const float* b, float* out, const float* k1, const float* k2, const float* k3,
-              const float* mu) const {
-    for (int64_t n = 0; n < samples; ++n)
-      for (int64_t cb = 0; cb < blocks; ++cb) {
-        const int64_t at = (n * blocks + cb) * spatial * B, c = cb * B;
-        if (simd::avx512())
-          block_affine_avx512<B>(a + at, b + at, out + at, spatial, k1 + c, k2 + c, k3 + c, mu + c);
-        else
-          block_affine<B>(a + at, b + at, out + at, spatial, k1 + c, k2 + c, k3 + c, mu + c);
-      }
+              const float* mu, const ReluMask<float>* relu = nullptr) const {
+    const bool wide = simd::avx512();
+    each<B>([&](int64_t at, int64_t c) {
+      const LaneMask<B> m(relu, c);
+      auto* f = relu ? (wide ? block_affine_avx512<B, true> : block_affine<B, true>)
+                     : (wide ? block_affine_avx512<B, false> : block_affine<B, false>);
+      f(a + at, b + at, out + at, spatial, k1 + c, k2 + c, k3 + c, mu + c, m);
+    });
   }
 };
 
@@ -303,49 +427,46 @@ void batchnorm_running_inverse(const Tensor& running_mean, const Tensor& running
 }
 
 void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& gamma,
-                         const Tensor& beta, int64_t channels, int64_t spatial, const Tensor& y) {
+                         const Tensor& beta, bool relu, int64_t channels, int64_t spatial, const Tensor& y) {
   const int64_t n = rows_of(x, channels, spatial);
   HPC_ASSERT(y.count() == x.count() && y.channel_block() == x.channel_block(), "batchnorm_normalize: shapes");
   if (x.channel_block()) {
-    std::vector<float> zero(static_cast<size_t>(channels), 0.0f), gain(static_cast<size_t>(channels));
-    for (int64_t c = 0; c < channels; ++c) gain[size_t(c)] = gamma.data<float>()[c] * invstd.data<float>()[c];
+    const std::vector<float> gain = gains_of<float>(gamma, invstd, channels);
     const Blocks blocks(x, channels, spatial);
     with_block(x, "batchnorm_normalize", [&]<int B>() {
-      blocks.affine<B>(x.data<float>(), x.data<float>(), y.data<float>(), zero.data(), gain.data(),
-                       beta.data<float>(), mean.data<float>());
+      blocks.normalize<B>(x.data<float>(), y.data<float>(), mean.data<float>(), gain.data(),
+                          beta.data<float>(), relu);
     });
     return;
   }
   dispatch_float(y.dtype(), "batchnorm_normalize", [&]<typename T>() {
+    const std::vector<T> gain = gains_of<T>(gamma, invstd, channels);
     for (int64_t c = 0; c < channels; ++c) {
-      const T gain = gamma.data<T>()[c] * invstd.data<T>()[c];
       const T mu = mean.data<T>()[c], shift = beta.data<T>()[c];
       for (int64_t s = 0; s < n; ++s) {
-        const T* in = x.data<T>() + (s * channels + c) * spatial;
-        T* out = y.data<T>() + (s * channels + c) * spatial;
-        if constexpr (std::is_same_v<T, float>)
-          if (simd::avx512()) {
-            normalize_row_avx512(in, out, spatial, mu, gain, shift);
-            continue;
-          }
-        normalize_row(in, out, spatial, mu, gain, shift);
+        const int64_t at = (s * channels + c) * spatial;
+        normalize_any(x.data<T>() + at, y.data<T>() + at, spatial, mu, gain[size_t(c)], shift, relu);
       }
     }
   });
 }
 
 void batchnorm_backward_reduce(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
-                               int64_t channels, int64_t spatial, const Tensor& grad_sums,
-                               const Tensor& dgamma, const Tensor& dbeta) {
+                               const Tensor& gamma, const Tensor& beta, bool relu, int64_t channels,
+                               int64_t spatial, const Tensor& grad_sums, const Tensor& dgamma,
+                               const Tensor& dbeta) {
   const int64_t n = rows_of(x, channels, spatial);
   check_sums(grad_sums, 2 * channels, "batchnorm_backward_reduce");
   double* gs = grad_sums.data<double>();
   HPC_ASSERT(dy.channel_block() == x.channel_block(), "batchnorm_backward_reduce: layouts differ");
   if (x.channel_block()) {
     for (int64_t i = 0; i < 2 * channels; ++i) gs[i] = 0;
+    const std::vector<float> gain = relu ? gains_of<float>(gamma, invstd, channels) : std::vector<float>();
+    const ReluMask<float> mask{mean.data<float>(), gain.data(), relu ? beta.data<float>() : nullptr};
     const Blocks blocks(x, channels, spatial);
     with_block(x, "batchnorm_backward_reduce", [&]<int B>() {
-      blocks.sums<B>(dy.data<float>(), x.data<float>(), mean.data<float>(), gs, gs + channels);
+      blocks.sums<B>(dy.data<float>(), x.data<float>(), mean.data<float>(), gs, gs + channels,
+                     relu ? &mask : nullptr);
     });
     for (int64_t c = 0; c < channels; ++c) {  // Σdy·(x − mean) → Σdy·x̂
       gs[channels + c] *= double(invstd.data<float>()[c]);
@@ -355,12 +476,18 @@ void batchnorm_backward_reduce(const Tensor& x, const Tensor& dy, const Tensor& 
     return;
   }
   dispatch_float(dy.dtype(), "batchnorm_backward_reduce", [&]<typename T>() {
+    const std::vector<T> gain = relu ? gains_of<T>(gamma, invstd, channels) : std::vector<T>();
+    std::vector<T> masked(relu ? size_t(spatial) : 0);
     for (int64_t c = 0; c < channels; ++c) {
       const T mu = mean.data<T>()[c];
       double sum_dy = 0, sum_dy_xc = 0;  // Σdy and Σdy·(x − mean)
       for (int64_t s = 0; s < n; ++s) {
         const T* xr = x.data<T>() + (s * channels + c) * spatial;
         const T* gr = dy.data<T>() + (s * channels + c) * spatial;
+        if (relu) {
+          mask_any(xr, gr, masked.data(), spatial, mu, gain[size_t(c)], beta.data<T>()[c]);
+          gr = masked.data();
+        }
         row_sums(gr, xr, mu, spatial, sum_dy, sum_dy_xc);
       }
       const double sum_dy_xhat = sum_dy_xc * double(invstd.data<T>()[c]);
@@ -373,8 +500,8 @@ void batchnorm_backward_reduce(const Tensor& x, const Tensor& dy, const Tensor& 
 }
 
 void batchnorm_backward_dx(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
-                           const Tensor& gamma, const Tensor& stats, const Tensor& grad_sums,
-                           int64_t channels, int64_t spatial, const Tensor& dx) {
+                           const Tensor& gamma, const Tensor& beta, bool relu, const Tensor& stats,
+                           const Tensor& grad_sums, int64_t channels, int64_t spatial, const Tensor& dx) {
   const int64_t n = rows_of(x, channels, spatial);
   const bool batch_stats = grad_sums.defined();
   if (batch_stats) {
@@ -399,22 +526,29 @@ void batchnorm_backward_dx(const Tensor& x, const Tensor& dy, const Tensor& mean
         k3[c] = T(-a * g_mean);
       }
     }
+    const std::vector<T> gain = relu ? gains_of<T>(gamma, invstd, channels) : std::vector<T>();
     if constexpr (std::is_same_v<T, float>)
       if (x.channel_block()) {
+        const ReluMask<float> mask{mean.data<float>(), gain.data(), relu ? beta.data<float>() : nullptr};
         const Blocks blocks(x, channels, spatial);
         with_block(x, "batchnorm_backward_dx", [&]<int B>() {
           blocks.affine<B>(dy.data<float>(), x.data<float>(), dx.data<float>(), k1, k2, k3,
-                           mean.data<float>());
+                           mean.data<float>(), relu ? &mask : nullptr);
         });
         return;
       }
     HPC_ASSERT(!x.channel_block(), "batchnorm_backward_dx: a blocked tensor must be float32");
+    std::vector<T> masked(relu ? size_t(spatial) : 0);
     for (int64_t c = 0; c < channels; ++c) {
       const T k1t = k1[c], k2t = k2[c], k3t = k3[c], mu = mean.data<T>()[c];
       for (int64_t s = 0; s < n; ++s) {
         const T* xr = x.data<T>() + (s * channels + c) * spatial;
         const T* gr = dy.data<T>() + (s * channels + c) * spatial;
         T* out = dx.data<T>() + (s * channels + c) * spatial;
+        if (relu) {
+          mask_any(xr, gr, masked.data(), spatial, mu, gain[size_t(c)], beta.data<T>()[c]);
+          gr = masked.data();
+        }
         if constexpr (std::is_same_v<T, float>)
           if (simd::avx512()) {
             dx_row_avx512(xr, gr, out, spatial, k1t, k2t, k3t, mu);

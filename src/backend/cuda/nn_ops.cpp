@@ -76,6 +76,12 @@ void elementwise_add(const Tensor& a, const Tensor& b, const Tensor& out) {
   });
 }
 
+// backend::fuses_relu is false on the GPU: no layer folds a relu there, so nothing calls this.
+void add_relu(const Tensor& a, const Tensor& b, const Tensor& out) {
+  require_device("add_relu", {&a, &b, &out});
+  throw Error(EXIT_INTERNAL, "add_relu: no GPU kernel (backend::fuses_relu is false on the GPU)");
+}
+
 // ---- convolution lowering -------------------------------------------------------------
 
 void im2col(const Tensor& x, const kernels::ConvShape& g, const Tensor& cols) {
@@ -204,8 +210,9 @@ void batchnorm_running_inverse(const Tensor& running_mean, const Tensor& running
 }
 
 void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& gamma,
-                         const Tensor& beta, int64_t channels, int64_t spatial, const Tensor& y) {
+                         const Tensor& beta, bool relu, int64_t channels, int64_t spatial, const Tensor& y) {
   require_device("batchnorm_normalize", {&x, &mean, &invstd, &gamma, &beta, &y});
+  HPC_ASSERT(!relu, "batchnorm_normalize: no fused relu on the GPU (backend::fuses_relu)");
   const int64_t rows = rows_of(x, channels, spatial);
   HPC_ASSERT(y.count() == x.count(), "batchnorm_normalize: shapes");
   check_stats(mean, y.dtype(), "batchnorm_normalize");
@@ -217,9 +224,13 @@ void batchnorm_normalize(const Tensor& x, const Tensor& mean, const Tensor& invs
 }
 
 void batchnorm_backward_reduce(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
-                               int64_t channels, int64_t spatial, const Tensor& grad_sums,
-                               const Tensor& dgamma, const Tensor& dbeta) {
+                               const Tensor& gamma, const Tensor& beta, bool relu, int64_t channels,
+                               int64_t spatial, const Tensor& grad_sums, const Tensor& dgamma,
+                               const Tensor& dbeta) {
   require_device("batchnorm_backward_reduce", {&x, &dy, &mean, &invstd, &grad_sums, &dgamma, &dbeta});
+  (void)gamma;
+  (void)beta;
+  HPC_ASSERT(!relu, "batchnorm_backward_reduce: no fused relu on the GPU (backend::fuses_relu)");
   const int64_t rows = rows_of(x, channels, spatial);
   HPC_ASSERT(grad_sums.dtype() == DType::F64 && grad_sums.count() == 2 * channels,
              "batchnorm_backward_reduce: sums must be F64");
@@ -234,9 +245,11 @@ void batchnorm_backward_reduce(const Tensor& x, const Tensor& dy, const Tensor& 
 }
 
 void batchnorm_backward_dx(const Tensor& x, const Tensor& dy, const Tensor& mean, const Tensor& invstd,
-                           const Tensor& gamma, const Tensor& stats, const Tensor& grad_sums,
-                           int64_t channels, int64_t spatial, const Tensor& dx) {
+                           const Tensor& gamma, const Tensor& beta, bool relu, const Tensor& stats,
+                           const Tensor& grad_sums, int64_t channels, int64_t spatial, const Tensor& dx) {
   require_device("batchnorm_backward_dx", {&x, &dy, &mean, &invstd, &gamma, &stats, &grad_sums, &dx});
+  (void)beta;
+  HPC_ASSERT(!relu, "batchnorm_backward_dx: no fused relu on the GPU (backend::fuses_relu)");
   const int64_t rows = rows_of(x, channels, spatial);
   const bool batch_stats = grad_sums.defined();
   if (batch_stats)

@@ -111,20 +111,24 @@ void BatchNorm::forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) {
   } else {
     backend::batchnorm_running_inverse(running_mean_, running_var_, eps_, mean_, invstd_);
   }
-  backend::batchnorm_normalize(x, mean_, invstd_, gamma_, beta_, channels_, spatial_, y);
+  backend::batchnorm_normalize(x, mean_, invstd_, gamma_, beta_, relu_, channels_, spatial_, y);
 }
 
+// With a folded relu, dy is the relu's; the ops mask it by the normalised
+// value, recomputed from x (the parameters are those forward used).
 void BatchNorm::backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tensor& dx,
                          const RunCtx& ctx) {
-  backend::batchnorm_backward_reduce(x, dy, mean_, invstd_, channels_, spatial_, grad_sums_, dgamma_, dbeta_);
+  backend::batchnorm_backward_reduce(x, dy, mean_, invstd_, gamma_, beta_, relu_, channels_, spatial_,
+                                     grad_sums_, dgamma_, dbeta_);
   if (!dx.defined()) return;
   if (!batch_stats_) {
-    backend::batchnorm_backward_dx(x, dy, mean_, invstd_, gamma_, Tensor(), Tensor(), channels_, spatial_,
-                                   dx);
+    backend::batchnorm_backward_dx(x, dy, mean_, invstd_, gamma_, beta_, relu_, Tensor(), Tensor(), channels_,
+                                   spatial_, dx);
     return;
   }
   if (ctx.sum_over_replicas) ctx.sum_over_replicas(grad_sums_);
-  backend::batchnorm_backward_dx(x, dy, mean_, invstd_, gamma_, stats_, grad_sums_, channels_, spatial_, dx);
+  backend::batchnorm_backward_dx(x, dy, mean_, invstd_, gamma_, beta_, relu_, stats_, grad_sums_, channels_,
+                                 spatial_, dx);
 }
 
 }  // namespace hpc::nn

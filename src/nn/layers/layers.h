@@ -123,6 +123,10 @@ class BatchNorm final : public Layer {
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
                 const RunCtx& ctx) override;
   int64_t output_block(int64_t in, int64_t block, bool out_may) const override;
+  bool take_relu() override {
+    relu_ = true;
+    return true;
+  }
 
  private:
   void follow_device(Device device);
@@ -136,6 +140,7 @@ class BatchNorm final : public Layer {
   Tensor mean_, invstd_;      // what the last forward normalised with
   Tensor stats_, grad_sums_;  // F64 per-channel sums (the all-reduced quantities)
   bool batch_stats_ = true;   // whether the last forward used batch statistics
+  bool relu_ = false;         // took the relu after it (nn/fusion.h)
 };
 
 // relu, gelu (tanh approximation), tanh.
@@ -151,6 +156,7 @@ class ActivationLayer final : public Layer {
   int64_t output_block(int64_t in, int64_t, bool out_may) const override {
     return in == 0 || out_may ? in : -1;
   }
+  bool is_relu() const override { return act_ == kernels::ActivationKind::Relu; }
 
  private:
   kernels::ActivationKind act_;
@@ -198,6 +204,11 @@ class Residual final : public Layer {
   int64_t forward_flops() const override;
   int64_t output_block(int64_t in, int64_t block, bool out_may) const override;
   void use_layout(int64_t in, int64_t block) override;
+  bool take_relu() override {
+    relu_ = true;
+    return true;
+  }
+  void fold_inner() override;
 
   bool has_projection() const { return !short_.layers.empty(); }
 
@@ -208,6 +219,7 @@ class Residual final : public Layer {
     std::vector<Shape> out_shapes;
     std::vector<Tensor> acts;     // output of each layer
     std::vector<int64_t> blocks;  // channel blocks: [0] the input's, [j + 1] layer j's output's
+    std::vector<bool> folded;     // relus folded into the layer before (nn/fusion.h): skipped
     Tensor grads[2];              // gradients between layers, ping-ponged (never dy and dx at once)
   };
   Shape build_branch(Branch& b, const Shape& in, DType dtype);
@@ -220,7 +232,8 @@ class Residual final : public Layer {
   std::string text_;
   DType dtype_ = DType::F32;
   Branch body_, short_;
-  Tensor short_dx_;  // scratch: the projection's input gradient
+  Tensor short_dx_;    // scratch: the projection's input gradient
+  bool relu_ = false;  // took the relu after it: y = max(body + shortcut, 0)
 };
 
 }  // namespace hpc::nn

@@ -11,7 +11,9 @@
 // inside a block draws its own masks.
 #include <algorithm>
 
+#include "backend/ops.h"
 #include "core/error.h"
+#include "nn/fusion.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/layers.h"
 #include "nn/layout.h"
@@ -61,6 +63,7 @@ Shape Residual::build_branch(Branch& b, const Shape& in, DType dtype) {
   }
   b.acts.assign(b.layers.size(), Tensor());
   b.blocks.assign(b.layers.size() + 1, 0);  // plain until use_layout says otherwise
+  b.folded.assign(b.layers.size(), false);  // nothing folded until fold_inner
   return shape;
 }
 
@@ -152,7 +155,14 @@ void Residual::use_layout(int64_t in, int64_t block) {
       short_.layers.empty() ? std::vector<int64_t>{in} : use_chain_layout(short_.layers, in, block, in != 0);
 }
 
+void Residual::fold_inner() {
+  body_.folded = fold_relus(body_.layers);
+  short_.folded = fold_relus(short_.layers);
+}
+
+// A folded relu's output is the layer before's.
 Tensor Residual::act(Branch& b, size_t j, int64_t batch, Device device) {
+  while (b.folded[j]) --j;
   return scratch(b.acts[j], b.out_shapes[j].with_batch(batch), dtype_, device)
       .with_channel_block(b.blocks[j + 1]);
 }
@@ -161,6 +171,7 @@ void Residual::forward_branch(Branch& b, const Tensor& x, const RunCtx& ctx, uin
   const int64_t n = x.shape()[0];
   Tensor in = x;
   for (size_t j = 0; j < b.layers.size(); ++j) {
+    if (b.folded[j]) continue;  // the layer before wrote its output
     const Tensor out = act(b, j, n, x.device());
     b.layers[j]->forward(in, out, child_ctx(ctx, first_child + j));
     in = out;
@@ -170,13 +181,15 @@ void Residual::forward_branch(Branch& b, const Tensor& x, const RunCtx& ctx, uin
 void Residual::backward_branch(Branch& b, const Tensor& x, const Tensor& dy, const Tensor& dx,
                                const RunCtx& ctx, uint64_t first_child) {
   const int64_t n = x.shape()[0];
-  Tensor g = dy;  // gradient of layer j's output
+  Tensor g = dy;    // gradient of layer j's output (a folded relu's is the layer before's)
+  size_t next = 0;  // the scratch gradient that g is not
   for (size_t j = b.layers.size(); j-- > 0;) {
+    if (b.folded[j]) continue;
     const Tensor in = j == 0 ? x : act(b, j - 1, n, x.device());
-    const Tensor g_in = j == 0
-                            ? dx
-                            : scratch(b.grads[j % 2], b.out_shapes[j - 1].with_batch(n), dtype_, x.device())
-                                  .with_channel_block(b.blocks[j]);
+    const Tensor g_in = j == 0 ? dx
+                               : scratch(b.grads[next], b.out_shapes[j - 1].with_batch(n), dtype_, x.device())
+                                     .with_channel_block(b.blocks[j]);
+    next ^= 1;
     b.layers[j]->backward(in, act(b, j, n, x.device()), g, g_in, child_ctx(ctx, first_child + j));
     g = g_in;
   }
@@ -186,16 +199,22 @@ void Residual::forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) {
   const int64_t n = x.shape()[0];
   forward_branch(body_, x, ctx, 0);
   const Tensor body_out = act(body_, body_.layers.size() - 1, n, x.device());
-  if (short_.layers.empty()) {
-    backend::elementwise_add(body_out, x, y);
-    return;
+  Tensor short_out = x;
+  if (!short_.layers.empty()) {
+    forward_branch(short_, x, ctx, body_.layers.size());
+    short_out = act(short_, short_.layers.size() - 1, n, x.device());
   }
-  forward_branch(short_, x, ctx, body_.layers.size());
-  backend::elementwise_add(body_out, act(short_, short_.layers.size() - 1, n, x.device()), y);
+  if (relu_)
+    backend::add_relu(body_out, short_out, y);
+  else
+    backend::elementwise_add(body_out, short_out, y);
 }
 
-void Residual::backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tensor& dx,
+// With a folded relu, dy (the relu's) is masked by y > 0 in place first: the
+// chain's own buffer, which nothing reads after (nn/fusion.h).
+void Residual::backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
                         const RunCtx& ctx) {
+  if (relu_) backend::activation_backward(kernels::ActivationKind::Relu, y, y, dy, dy);
   backward_branch(body_, x, dy, dx, ctx, 0);
   if (short_.layers.empty()) {
     if (dx.defined()) backend::elementwise_add(dx, dy, dx);
