@@ -56,8 +56,9 @@ struct OptimHyper {
 int64_t channel_block(Device device, DType dtype);
 
 // Not an op either: whether the device's ops fold a relu into the layer
-// before it (nn/fusion.h: batchnorm_* with relu, add_relu): the CPU, unless
-// HPCTRAIN_CPU_FUSE=none (comparisons, benchmarks); not yet the GPU.
+// before it (nn/fusion.h: batchnorm_* with relu, the fused add and relu):
+// the CPU, unless HPCTRAIN_CPU_FUSE=none (comparisons, benchmarks); not yet
+// the GPU.
 bool fuses_relu(Device device);
 
 }  // namespace hpc::backend

@@ -147,7 +147,7 @@ void elementwise_add(const Tensor& a, const Tensor& b, const Tensor& out) {
                  [&]<typename T>() { map_binary<T>(a, b, out, [](T u, T v) { return u + v; }); });
 }
 
-// The same sum, then relu_forward: the bits of elementwise_add and a relu after it.
+// The same addition, then relu_forward: the bits of elementwise_add and a relu after it.
 void add_relu(const Tensor& a, const Tensor& b, const Tensor& out) {
   check_same_count(a, out, "add_relu");
   check_same_count(b, out, "add_relu");
