@@ -5,7 +5,9 @@ DDP) and against this machine's own limits (sgemm, memcpy, raw MPI)?
 Everything is measured in this one run, on this machine:
   1. training throughput, hpctrain vs PyTorch DDP (gloo), same models, per-rank
      batch, optimizer (Adam) and data shapes, 1 and 2 ranks, one thread per
-     rank; runs interleaved (A B A B …) and the median of the repetitions kept
+     rank; runs interleaved (A B A B …) and the median of the repetitions kept.
+     BatchNorm per rank on both sides (hpctrain --model.sync_bn false): DDP's
+     BatchNorm2d is not synchronised, and gloo has no SyncBatchNorm
   2. GPT (gpt-small) tokens/s against the same model in PyTorch, and model
      FLOPs utilisation of both against this machine's sgemm peak
   3. compute efficiency: every model's training step in GFLOP/s (counted
@@ -80,7 +82,7 @@ def hpctrain_sps(build, model, ranks, batch, warmup, steps, data, tmp):
     out = mpirun(ranks, [f"{build}/hpctrain", "--data.path", data, "--model.preset", model,
                          "--train.batch_size", str(batch), "--train.steps", str(warmup + steps),
                          "--log.every", str(warmup), "--log.progress", "none", "--optim.name", "adam",
-                         "--run.dir", run_dir, "--dist.bucket_mb", "25"])
+                         "--run.dir", run_dir, "--dist.bucket_mb", "25", "--model.sync_bn", "false"])
     rows = [json.loads(l) for l in open(os.path.join(run_dir, "metrics.jsonl"))]
     last = dict([r for r in rows if "samples_per_s" in r][-1])
     m = re.search(r"forward: ([0-9.]+) MFLOP per sample", out)
@@ -98,7 +100,8 @@ def independent_pair_sps(build, model, batch, warmup, steps, data, tmp):
         procs.append(subprocess.Popen(
             ["taskset", "-c", str(i % os.cpu_count()), f"{build}/hpctrain", "--data.path", data, "--model.preset",
              model, "--train.batch_size", str(batch), "--train.steps", str(warmup + steps), "--log.every",
-             str(warmup), "--log.progress", "none", "--optim.name", "adam", "--run.dir", d],
+             str(warmup), "--log.progress", "none", "--optim.name", "adam", "--run.dir", d, "--model.sync_bn",
+             "false"],
             env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
     total = 0.0
     for p, d in zip(procs, dirs):
@@ -401,7 +404,8 @@ def write_report(args, models, training, gpt, mlp, allreduce_text, gloo_text, lo
         lines.append(f"| {m} | {r} | {v['hpctrain']:.1f} | {v['pytorch']:.1f} | {v['hpctrain'] / v['pytorch']:.2f} | "
                      f"{met.get('comm_ms', 0):.2f} | {met.get('compute_ms', 0):.2f} |")
     lines += ["", "comm_ms is the exposed communication: the time the step waited for gradient AllReduce "
-              "after backward (the rest overlapped with backward).", "",
+              "after backward (the rest overlapped with backward). BatchNorm runs per rank on both sides "
+              "(hpctrain `--model.sync_bn false`, as DDP's unsynchronised BatchNorm2d).", "",
               "## Weak scaling 1 -> 2 ranks", "",
               "Efficiency = 2-rank samples/s / (2 x 1-rank samples/s). The machine's own ceiling: two separate "
               "1-rank trainings run at the same time, no communication at all (shared cores, caches, memory "
