@@ -43,15 +43,30 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 SHAPES = {"simplenet": (1, 28, 28), "mlp": (1, 28, 28), "cnn": (1, 28, 28), "resnet20": (3, 32, 32)}
 
 
+def kill_session(sid):
+    """SIGKILL every process of session sid. Open MPI puts each rank in a process group of its own, so
+    killing mpirun's group (or mpirun) leaves the ranks running; they all stay in mpirun's session."""
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()  # after "pid (comm)": state ppid pgrp session
+            if int(fields[3]) == sid:
+                os.kill(int(entry), signal.SIGKILL)
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile, or not ours to read
+
+
 def run(cmd, timeout=900):
-    # Its own process group: on a timeout every process it started goes (an mpirun killed alone can leave
-    # a rank spinning, which would skew every later measurement).
+    # Its own session: on a timeout every process it started goes (a rank left spinning would skew every
+    # later measurement).
     with subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                           start_new_session=True) as p:
         try:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)
+            kill_session(p.pid)
             p.communicate()
             raise RuntimeError(f"{' '.join(cmd)} ran past {timeout} s (killed)")
     if p.returncode != 0:
