@@ -4,10 +4,8 @@
 // backend/cpu otherwise. The dtype is the implementations' business.
 #include "backend/ops.h"
 
-#include <cstdlib>
-#include <cstring>
-
 #include "backend/cpu/onednn.h"
+#include "backend/cpu/switches.h"
 #include "backend/ops_impl.h"
 
 namespace hpc::backend {
@@ -34,10 +32,6 @@ int64_t channel_block(Device device, DType dtype) {
   return device == Device::CPU && dtype == DType::F32 ? cpu::onednn::channel_block() : 0;
 }
 
-bool fuses_relu(Device device) {
-  if (device != Device::CPU) return false;
-  const char* fuse = std::getenv("HPCTRAIN_CPU_FUSE");
-  return fuse == nullptr || std::strcmp(fuse, "none") != 0;
-}
+bool fuses_relu(Device device) { return device == Device::CPU && !cpu::switched(cpu::Switch::Fuse); }
 
 }  // namespace hpc::backend

@@ -12,12 +12,14 @@
 
 #include <algorithm>
 #include <boost/program_options.hpp>
+#include <cstdlib>
 #include <iomanip>
 #include <iostream>
 #include <iterator>
 #include <map>
 #include <sstream>
 
+#include "backend/cpu/switches.h"
 #include "config/ini.h"
 #include "config/options.h"
 #include "core/error.h"
@@ -37,14 +39,28 @@ std::vector<std::string> command_names() {
 }
 
 // HPCTRAIN_* variables that are not options and are read elsewhere: fault
-// injection (HPCTRAIN_FAULT*), test hooks (HPCTRAIN_TEST*), the CPU backend's
-// kernel switches read before the configuration (HPCTRAIN_CPU_CONV, _GEMM,
-// _ISA: backend/cpu/onednn.h, simd.h) and the BLAS core check's re-execution
-// marker (HPCTRAIN_BLAS_CORE_FIX, backend/cpu/blas_core.cpp). Any other
-// HPCTRAIN_* variable that names no option is an error, like an unknown
-// option: a misspelt HPCTRAIN_OPTIM_LRR must not be silently ignored.
-const std::vector<std::string> ENV_NOT_OPTIONS = {"HPCTRAIN_FAULT", "HPCTRAIN_TEST", "HPCTRAIN_CPU_",
+// injection (HPCTRAIN_FAULT*), test hooks (HPCTRAIN_TEST*) and the BLAS core
+// check's re-execution marker (HPCTRAIN_BLAS_CORE_FIX, backend/cpu/blas_core.cpp).
+// The CPU backend's switches (HPCTRAIN_CPU_*, backend/cpu/switches.h) are
+// checked by name and value. Any other HPCTRAIN_* variable that names no
+// option is an error, like an unknown option: a misspelt HPCTRAIN_OPTIM_LRR
+// must not be silently ignored.
+const std::vector<std::string> ENV_NOT_OPTIONS = {"HPCTRAIN_FAULT", "HPCTRAIN_TEST",
                                                   "HPCTRAIN_BLAS_CORE_FIX"};
+
+const backend::cpu::SwitchSpec* cpu_switch(const std::string& var) {
+  for (const backend::cpu::SwitchSpec& s : backend::cpu::switches())
+    if (var == s.variable) return &s;
+  return nullptr;
+}
+
+// A CPU switch takes its one value; empty is the default, like unset.
+void check_switch_value(const backend::cpu::SwitchSpec& s) {
+  const char* v = std::getenv(s.variable);
+  if (v != nullptr && *v != '\0' && std::string(v) != s.value)
+    throw UserError(std::string(s.variable) + "=" + v + ": its one value is " + s.value + " (" + s.effect +
+                    "); unset it for the default");
+}
 
 constexpr const char* HOW_TO_MAKE_DATA = "make one with `hpcdata pack --from mnist-idx DIR -o train.h5`";
 
@@ -119,6 +135,7 @@ po::parsed_options parse_env(const po::options_description& desc, std::map<std::
   std::map<std::string, std::string> to_option;
   for (const OptionSpec& s : option_table()) to_option[config::env_name(s)] = s.name;
   std::vector<std::string> unknown;
+  std::vector<const backend::cpu::SwitchSpec*> switches;
   po::parsed_options parsed = po::parse_environment(desc, [&](const std::string& var) -> std::string {
     if (!var.starts_with("HPCTRAIN_")) return "";
     if (auto it = to_option.find(var); it != to_option.end()) {
@@ -127,13 +144,19 @@ po::parsed_options parse_env(const po::options_description& desc, std::map<std::
     }
     for (const std::string& prefix : ENV_NOT_OPTIONS)
       if (var.starts_with(prefix)) return "";
+    if (const backend::cpu::SwitchSpec* s = cpu_switch(var)) {
+      switches.push_back(s);
+      return "";
+    }
     unknown.push_back(var);
     return "";
   });
+  for (const backend::cpu::SwitchSpec* s : switches) check_switch_value(*s);
   if (!unknown.empty()) {
     std::vector<std::string> known;
     known.reserve(to_option.size());
     for (const auto& entry : to_option) known.push_back(entry.first);
+    for (const backend::cpu::SwitchSpec& s : backend::cpu::switches()) known.emplace_back(s.variable);
     std::sort(unknown.begin(), unknown.end());
     throw UserError("unknown environment variable " + unknown.front() +
                     did_you_mean(config::closest_match(unknown.front(), known)) +

@@ -364,6 +364,31 @@ TEST_F(ConfigTest, EnvironmentErrorsNameTheVariable) {
   EXPECT_EQ(parse_train({}).optim.lr, 1e-3);
 }
 
+// The CPU backend's switches are read before any configuration; a misspelt
+// name or a value other than the one would otherwise leave the default on
+// without a word, and an A/B comparison would measure the same path twice.
+TEST_F(ConfigTest, CpuSwitchesAreCheckedByNameAndValue) {
+  for (const char* good : {"none", ""}) {
+    set_env("HPCTRAIN_CPU_FUSE", good);
+    EXPECT_EQ(parse_train({}).optim.lr, 1e-3) << "HPCTRAIN_CPU_FUSE=" << good;
+  }
+  set_env("HPCTRAIN_CPU_FUSE", "off");
+  std::string msg = error_of({"--data.path", data_});
+  EXPECT_NE(msg.find("HPCTRAIN_CPU_FUSE=off: its one value is none (every relu as its own pass)"),
+            std::string::npos)
+      << msg;
+  unsetenv("HPCTRAIN_CPU_FUSE");
+  set_env("HPCTRAIN_CPU_LAYOUT", "NCHW");
+  msg = error_of({"--data.path", data_});
+  EXPECT_NE(msg.find("HPCTRAIN_CPU_LAYOUT=NCHW: its one value is nchw"), std::string::npos) << msg;
+  unsetenv("HPCTRAIN_CPU_LAYOUT");
+  set_env("HPCTRAIN_CPU_GEM", "openblas");
+  msg = error_of({"--data.path", data_});
+  EXPECT_NE(msg.find("unknown environment variable HPCTRAIN_CPU_GEM; did you mean HPCTRAIN_CPU_GEMM?"),
+            std::string::npos)
+      << msg;
+}
+
 TEST_F(ConfigTest, IniErrorsNameFileAndLine) {
   auto ini_error = [&](const std::string& text) {
     return error_of({"--data.path", data_, "--config", write_file("bad.ini", text)});

@@ -2,10 +2,9 @@
 #include "backend/cpu/simd.h"
 
 #include <atomic>
-#include <cstdlib>
-#include <string>
 
 #include "backend/cpu/blas_core.h"
+#include "backend/cpu/switches.h"
 
 namespace hpc::backend::cpu::simd {
 
@@ -15,8 +14,7 @@ bool cpu_allows() {
 #if HPC_SIMD_AVX512
   static const bool yes = [] {
     const CpuIsa isa = cpu_isa();
-    const char* v = std::getenv("HPCTRAIN_CPU_ISA");
-    return isa.avx512f && isa.avx512bw && isa.avx512vl && !(v && std::string(v) == "avx2");
+    return isa.avx512f && isa.avx512bw && isa.avx512vl && !switched(Switch::Isa);
   }();
   return yes;
 #else

@@ -26,6 +26,7 @@
 #include <tuple>
 
 #include "backend/cpu/onednn.h"
+#include "backend/cpu/switches.h"
 #include "core/error.h"
 
 namespace hpc::backend::cpu::onednn {
@@ -157,12 +158,6 @@ int64_t out_channels(const Tensor& weight, const kernels::ConvShape& g) {
   return weight.count() / g.col_rows();
 }
 
-bool env_is(const char* name, const char* value) {
-  const char* v = std::getenv(name);
-  return v && std::string(v) == value;
-}
-bool switched_off() { return env_is("HPCTRAIN_CPU_CONV", "lowering"); }
-
 template <class F>
 void library_call(const char* what, F&& f) {
   try {
@@ -175,13 +170,13 @@ void library_call(const char* what, F&& f) {
 }  // namespace
 
 bool enabled() {
-  static const bool on = !switched_off();
+  static const bool on = !switched(Switch::Conv);
   return on;
 }
 
 int64_t channel_block() {
   static const int64_t block = [] {
-    if (!enabled() || env_is("HPCTRAIN_CPU_LAYOUT", "nchw")) return int64_t{0};
+    if (!enabled() || switched(Switch::Layout)) return int64_t{0};
     switch (dnnl::get_effective_cpu_isa()) {
       case dnnl::cpu_isa::avx512_core:
       case dnnl::cpu_isa::avx512_core_vnni:

@@ -14,6 +14,7 @@
 #include <tuple>
 
 #include "backend/cpu/onednn.h"
+#include "backend/cpu/switches.h"
 #include "core/error.h"
 
 namespace hpc::backend::cpu::onednn {
@@ -57,15 +58,10 @@ Matmul make(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, floa
   return mm;
 }
 
-bool switched_off() {
-  const char* v = std::getenv("HPCTRAIN_CPU_GEMM");
-  return v && std::string(v) == "openblas";
-}
-
 }  // namespace
 
 bool matmul_wins(int64_t m, int64_t n, int64_t k) {
-  static const bool on = !switched_off();
+  static const bool on = !switched(Switch::Gemm);
   return on && m >= 64 && n >= 64 && k >= 64;
 }
 
