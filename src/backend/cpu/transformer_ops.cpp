@@ -1,14 +1,14 @@
 // CPU transformer ops: embedding gathers, LayerNorm rows, and causal
-// attention as per-(sample, head) OpenBLAS GEMMs on strided views of the
-// packed qkv rows (no copies into per-head buffers).
+// attention as per-(sample, head) matrix products on strided views of the
+// packed qkv rows (no copies into per-head buffers but Kᵀ and Vᵀ).
 //
 // Attention keeps the T×T probability matrix of every (sample, head) for
 // backward (as PyTorch's unfused path does) instead of recomputing it as
 // flash attention would: on a CPU with T ≤ 1024 the matrices fit in memory,
-// and the GEMMs on them are where the time goes. The scores are computed as
-// a full Q·Kᵀ GEMM and masked afterwards: one large GEMM is faster than T
-// small triangular pieces, and the masked half never reaches the output
-// because its probabilities are exactly 0.
+// and the products on them are where the time goes. In float32 they run in
+// tile_gemm.h's register tiles, which skip what the causal mask makes zero
+// (the scores above the diagonal, the probabilities' zero half); float64
+// (gradient checks) keeps OpenBLAS on the whole matrices, masked afterwards.
 //
 // The elementwise passes are written to vectorise (they were ~10% of a
 // gpt-small step as scalar loops): the softmax's exp is vec_math.h's exp8 in
@@ -21,7 +21,9 @@
 #include <cmath>
 #include <string>
 #include <type_traits>
+#include <vector>
 
+#include "backend/cpu/tile_gemm.h"
 #include "backend/cpu/vec_math.h"
 #include "backend/dispatch.h"
 
@@ -58,18 +60,33 @@ void softmax_row(T* row, int64_t n) {
   for (int64_t i = 0; i < n; ++i) row[i] *= inv;
 }
 
-// Row-major GEMM on strided operands: C = alpha·op(A)·op(B) + beta·C.
+// C = alpha·A·B with B and C row-major: tile_gemm_f32 in float32, OpenBLAS
+// (on the whole matrices, the causal zeros included) in float64.
 template <typename T>
-void gemm_ld(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
-             int64_t ldb, T beta, T* c, int64_t ldc) {
-  const auto op_a = ta ? CblasTrans : CblasNoTrans;
-  const auto op_b = tb ? CblasTrans : CblasNoTrans;
-  if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, op_a, op_b, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c,
-                int(ldc));
-  else
-    cblas_dgemm(CblasRowMajor, op_a, op_b, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c,
-                int(ldc));
+void product(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_rows, int64_t a_cols, const T* b,
+             int64_t ldb, T* c, int64_t ldc, Causal causal) {
+  if constexpr (std::is_same_v<T, float>) {
+    tile_gemm_f32(m, n, k, alpha, StridedA{a, a_rows, a_cols}, b, ldb, c, ldc, causal);
+  } else {
+    const bool by_rows = a_cols == 1;  // else A is a transposed row-major matrix (a_rows == 1)
+    cblas_dgemm(CblasRowMajor, by_rows ? CblasNoTrans : CblasTrans, CblasNoTrans, int(m), int(n), int(k), alpha,
+                a, int(by_rows ? a_rows : a_cols), b, int(ldb), T(0), c, int(ldc));
+  }
+}
+
+// The t_len×d head starting at x (rows ld apart) transposed into a d×t_len
+// buffer of this thread's, reused from call to call.
+template <typename T>
+const T* transposed(const T* x, int64_t t_len, int64_t d, int64_t ld) {
+  thread_local std::vector<T> buffer;
+  buffer.resize(size_t(t_len * d));
+  if constexpr (std::is_same_v<T, float>) {
+    transpose_f32(x, t_len, d, ld, buffer.data());
+  } else {
+    for (int64_t t = 0; t < t_len; ++t)
+      for (int64_t j = 0; j < d; ++j) buffer[size_t(j * t_len + t)] = x[t * ld + j];
+  }
+  return buffer.data();
 }
 
 // Σ f(j) for j < n with LANES independent partial sums (a fixed order,
@@ -195,14 +212,15 @@ void attention_forward(const Tensor& qkv, int64_t heads, const Tensor& probs, co
         const T* k = q + c;
         const T* v = q + 2 * c;
         T* p = probs.data<T>() + (b * heads + h) * t_len * t_len;
-        gemm_ld<T>(false, true, t_len, t_len, d, inv_sqrt_d, q, c3, k, c3, T(0), p, t_len);
+        product<T>(t_len, t_len, d, inv_sqrt_d, q, c3, 1, transposed(k, t_len, d, c3), t_len, p, t_len,
+                   Causal::LowerOut);  // S = Q·Kᵀ/√d
         for (int64_t t = 0; t < t_len; ++t) {
           T* row = p + t * t_len;
           softmax_row(row, t + 1);
           for (int64_t s = t + 1; s < t_len; ++s) row[s] = T(0);
         }
-        gemm_ld<T>(false, false, t_len, d, t_len, T(1), p, t_len, v, c3, T(0),
-                   out.data<T>() + b * t_len * c + h * d, c);
+        product<T>(t_len, d, t_len, T(1), p, t_len, 1, v, c3, out.data<T>() + b * t_len * c + h * d, c,
+                   Causal::LowerA);  // O = P·V
       }
   });
 }
@@ -227,8 +245,9 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& do
         T* dv = dq + 2 * c;
         const T* p = probs.data<T>() + (b * heads + h) * t_len * t_len;
         const T* dgo = dout.data<T>() + b * t_len * c + h * d;
-        gemm_ld<T>(false, true, t_len, t_len, d, T(1), dgo, c, v, c3, T(0), dp, t_len);  // dP = dO·Vᵀ
-        gemm_ld<T>(true, false, t_len, d, t_len, T(1), p, t_len, dgo, c, T(0), dv, c3);  // dV = Pᵀ·dO
+        product<T>(t_len, t_len, d, T(1), dgo, c, 1, transposed(v, t_len, d, c3), t_len, dp, t_len,
+                   Causal::LowerOut);                                                        // dP = dO·Vᵀ
+        product<T>(t_len, d, t_len, T(1), p, 1, t_len, dgo, c, dv, c3, Causal::UpperA);  // dV = Pᵀ·dO
         // Softmax backward per row, into dP's storage: dS = P ⊙ (dP − Σ P·dP); 0 above the diagonal.
         for (int64_t t = 0; t < t_len; ++t) {
           const T* pr = p + t * t_len;
@@ -238,10 +257,8 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& do
           for (int64_t s = 0; s <= t; ++s) g[s] = pr[s] * (g[s] - dot);
           for (int64_t s = t + 1; s < t_len; ++s) g[s] = T(0);
         }
-        gemm_ld<T>(false, false, t_len, d, t_len, inv_sqrt_d, dp, t_len, k, c3, T(0), dq,
-                   c3);  // dQ = dS·K/√d
-        gemm_ld<T>(true, false, t_len, d, t_len, inv_sqrt_d, dp, t_len, q, c3, T(0), dk,
-                   c3);  // dK = dSᵀ·Q/√d
+        product<T>(t_len, d, t_len, inv_sqrt_d, dp, t_len, 1, k, c3, dq, c3, Causal::LowerA);  // dQ = dS·K/√d
+        product<T>(t_len, d, t_len, inv_sqrt_d, dp, 1, t_len, q, c3, dk, c3, Causal::UpperA);  // dK = dSᵀ·Q/√d
       }
   });
 }
