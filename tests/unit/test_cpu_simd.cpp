@@ -1,12 +1,14 @@
 // The AVX-512 bodies of the CPU backend's per-element loops (cpu/simd.h)
 // give bitwise the results of the default (AVX2) bodies: BatchNorm's sums,
 // normalisation and input gradient, the Adam/AdamW update, on row lengths
-// with and without a tail, and the attention's register-tiled products
+// with and without a tail, GELU forward and backward (exp16 against exp8),
+// and the attention's register-tiled products
 // (12×32 tiles against 6×16) on every causal pattern. Skipped (visibly) on a CPU without AVX-512.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "backend/cpu/simd.h"
@@ -96,6 +98,22 @@ TEST_F(CpuSimd, AdamIsBitwiseTheDefault) {
     });
     for (size_t i = 0; i < d.size(); ++i) EXPECT_TRUE(same_bits(d[i], w[i])) << "tensor " << i;
     EXPECT_FALSE(same_bits(d[0], p));  // the update ran
+  }
+}
+
+TEST_F(CpuSimd, GeluIsBitwiseTheDefault) {
+  for (int64_t n : {1, 8, 15, 16, 17, 1000 + 13}) {
+    Tensor x = test::random_tensor(Shape{n}, DType::F32, 3, -12, 12);
+    const float special[] = {0.0f, -0.0f, 90.0f, -90.0f, 1e-30f, std::numeric_limits<float>::infinity(),
+                             -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+    for (int64_t i = 0; i < n && i < 8; ++i) x.data<float>()[i * 7 % n] = special[i];
+    const Tensor dy = test::random_tensor(Shape{n}, DType::F32, 4);
+    auto [d, v] = both({Tensor(Shape{n}, DType::F32), Tensor(Shape{n}, DType::F32)}, [&](std::vector<Tensor>& o) {
+      backend::activation_forward(kernels::ActivationKind::Gelu, x, o[0]);
+      backend::activation_backward(kernels::ActivationKind::Gelu, x, o[0], dy, o[1]);
+    });
+    EXPECT_TRUE(same_bits(d[0], v[0])) << "forward, n " << n;
+    EXPECT_TRUE(same_bits(d[1], v[1])) << "backward, n " << n;
   }
 }
 

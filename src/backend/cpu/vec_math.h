@@ -17,10 +17,13 @@
 // difference is below a float's resolution.
 //
 // Only built with AVX2 + FMA (the default -march=x86-64-v3); without them
-// HPC_CPU_VEC_EXP is 0 and the callers keep their std::exp loops.
+// HPC_CPU_VEC_EXP is 0 and the callers keep their std::exp loops. exp16 is
+// exp8 in AVX-512 (simd.h), the same operations lane by lane: the same bits.
 #pragma once
 
 #include <cstdint>
+
+#include "backend/cpu/simd.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -51,6 +54,32 @@ inline __m256 exp8(__m256 x) {
   const __m256 y = _mm256_mul_ps(p, _mm256_castsi256_ps(e));
   return _mm256_blendv_ps(y, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));  // NaN stays NaN
 }
+
+#if HPC_SIMD_AVX512
+// The all-lanes masked forms of max, min, cvtps and slli: their plain forms
+// pass GCC 12 an undefined vector that -Wmaybe-uninitialized reports.
+HPC_AVX512 inline __m512 exp16(__m512 x) {
+  constexpr __mmask16 all = 0xFFFF;
+  const __m512 lo = _mm512_set1_ps(-87.3f), hi = _mm512_set1_ps(88.3f);
+  const __m512 xc = _mm512_mask_min_ps(hi, all, _mm512_mask_max_ps(lo, all, x, lo), hi);
+  const __m512 shifter = _mm512_set1_ps(12582912.0f);
+  const __m512 n = _mm512_sub_ps(_mm512_fmadd_ps(xc, _mm512_set1_ps(1.44269504088896341f), shifter), shifter);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  const __m512i bias = _mm512_set1_epi32(127);
+  const __m512i ni = _mm512_add_epi32(_mm512_mask_cvtps_epi32(bias, all, n), bias);
+  const __m512i e = _mm512_mask_slli_epi32(ni, all, ni, 23);
+  const __m512 y = _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), y, x);
+}
+#endif
 
 // Loads / stores the first n < 8 floats of p, zero-padded: the tail of a loop
 // goes through the same vector code, so every element is computed the same way.
