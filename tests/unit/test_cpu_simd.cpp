@@ -104,14 +104,21 @@ TEST_F(CpuSimd, AdamIsBitwiseTheDefault) {
 TEST_F(CpuSimd, GeluIsBitwiseTheDefault) {
   for (int64_t n : {1, 8, 15, 16, 17, 1000 + 13}) {
     Tensor x = test::random_tensor(Shape{n}, DType::F32, 3, -12, 12);
-    const float special[] = {0.0f, -0.0f, 90.0f, -90.0f, 1e-30f, std::numeric_limits<float>::infinity(),
-                             -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+    const float special[] = {0.0f,
+                             -0.0f,
+                             90.0f,
+                             -90.0f,
+                             1e-30f,
+                             std::numeric_limits<float>::infinity(),
+                             -std::numeric_limits<float>::infinity(),
+                             std::numeric_limits<float>::quiet_NaN()};
     for (int64_t i = 0; i < n && i < 8; ++i) x.data<float>()[i * 7 % n] = special[i];
     const Tensor dy = test::random_tensor(Shape{n}, DType::F32, 4);
-    auto [d, v] = both({Tensor(Shape{n}, DType::F32), Tensor(Shape{n}, DType::F32)}, [&](std::vector<Tensor>& o) {
-      backend::activation_forward(kernels::ActivationKind::Gelu, x, o[0]);
-      backend::activation_backward(kernels::ActivationKind::Gelu, x, o[0], dy, o[1]);
-    });
+    auto [d, v] =
+        both({Tensor(Shape{n}, DType::F32), Tensor(Shape{n}, DType::F32)}, [&](std::vector<Tensor>& o) {
+          backend::activation_forward(kernels::ActivationKind::Gelu, x, o[0]);
+          backend::activation_backward(kernels::ActivationKind::Gelu, x, o[0], dy, o[1]);
+        });
     EXPECT_TRUE(same_bits(d[0], v[0])) << "forward, n " << n;
     EXPECT_TRUE(same_bits(d[1], v[1])) << "backward, n " << n;
   }
@@ -122,13 +129,13 @@ TEST_F(CpuSimd, AttentionIsBitwiseTheDefault) {
     const int64_t b = 2, heads = 2, d = 24, c = heads * d;
     const Tensor qkv = test::random_tensor(Shape{b, t, 3 * c}, DType::F32, 1, -2, 2);
     const Tensor dout = test::random_tensor(Shape{b, t, c}, DType::F32, 2);
-    auto [d0, v0] = both({Tensor(Shape{b, heads, t, t}, DType::F32), Tensor(Shape{b, t, c}, DType::F32),
-                          Tensor(qkv.shape(), DType::F32)},
-                         [&](std::vector<Tensor>& o) {
-                           backend::attention_forward(qkv, heads, o[0], o[1]);
-                           backend::attention_backward(qkv, o[0], dout, heads, o[2],
-                                                       Tensor(Shape{t, t}, DType::F32));
-                         });
+    auto [d0, v0] =
+        both({Tensor(Shape{b, heads, t, t}, DType::F32), Tensor(Shape{b, t, c}, DType::F32),
+              Tensor(qkv.shape(), DType::F32)},
+             [&](std::vector<Tensor>& o) {
+               backend::attention_forward(qkv, heads, o[0], o[1]);
+               backend::attention_backward(qkv, o[0], dout, heads, o[2], Tensor(Shape{t, t}, DType::F32));
+             });
     const char* names[] = {"probabilities", "output", "dqkv"};
     for (size_t i = 0; i < d0.size(); ++i) EXPECT_TRUE(same_bits(d0[i], v0[i])) << names[i] << ", T " << t;
   }

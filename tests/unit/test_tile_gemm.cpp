@@ -51,8 +51,8 @@ std::vector<float> random_floats(int64_t count, uint64_t seed) {
 const float SENTINEL = 12345.0f;
 
 // C = alpha·A·B for one shape and pattern, into a C with 3 guard columns and a guard row.
-std::vector<float> run(int64_t m, int64_t n, int64_t k, float alpha, const StridedA& a, const std::vector<float>& b,
-                       Causal causal) {
+std::vector<float> run(int64_t m, int64_t n, int64_t k, float alpha, const StridedA& a,
+                       const std::vector<float>& b, Causal causal) {
   const int64_t ldc = n + 3;
   std::vector<float> c(size_t((m + 1) * ldc), SENTINEL);
   tile_gemm_f32(m, n, k, alpha, a, b.data(), n, c.data(), ldc, causal);
@@ -67,7 +67,7 @@ TEST(TileGemm, MatchesFloat64OnEveryPatternAndTail) {
         for (int64_t n : {1, 17, 40, 64})
           for (int64_t k : {1, 7, 64}) {
             if (causal != Causal::None && causal != Causal::LowerOut && k != m) continue;  // square A only
-            if (causal == Causal::LowerOut && n != m) continue;  // square C only
+            if (causal == Causal::LowerOut && n != m) continue;                            // square C only
             const Operand a = make_a(m, k, causal, transposed, uint64_t(m * 1000 + n * 10 + k));
             const std::vector<float> b = random_floats(k * n, uint64_t(n + k));
             const std::vector<float> c = run(m, n, k, alpha, a.view, b, causal);
@@ -89,7 +89,8 @@ TEST(TileGemm, MatchesFloat64OnEveryPatternAndTail) {
               }
             for (int64_t i = 0; i <= m; ++i)
               for (int64_t j = i < m ? n : 0; j < ldc; ++j)
-                ASSERT_EQ(c[size_t(i * ldc + j)], SENTINEL) << "written outside C at (" << i << ", " << j << ")";
+                ASSERT_EQ(c[size_t(i * ldc + j)], SENTINEL)
+                    << "written outside C at (" << i << ", " << j << ")";
           }
 }
 
@@ -126,7 +127,8 @@ TEST(TileGemm, TransposeOfStridedRows) {
       backend::cpu::transpose_f32(x.data(), rows, cols, ld, out.data());
       for (int64_t i = 0; i < rows; ++i)
         for (int64_t j = 0; j < cols; ++j)
-          ASSERT_EQ(out[size_t(j * rows + i)], x[size_t(i * ld + j)]) << rows << "×" << cols << " at " << i << ", " << j;
+          ASSERT_EQ(out[size_t(j * rows + i)], x[size_t(i * ld + j)])
+              << rows << "×" << cols << " at " << i << ", " << j;
     }
 }
 

@@ -30,7 +30,8 @@ void zero_rows(const Tensor& t, int64_t from, int64_t width) {
 #if HPC_CPU_VEC_EXP
 // kernels::softmax_xent_row<double> for a float32 row, the exps in float: the
 // same loss and gradient to float precision (relative ~1e-7).
-double xent_row_f32(const float* z, int64_t k, int32_t label, double smoothing, double grad_scale, float* dz) {
+double xent_row_f32(const float* z, int64_t k, int32_t label, double smoothing, double grad_scale,
+                    float* dz) {
   float m = z[0];
   for (int64_t j = 1; j < k; ++j) m = z[j] > m ? z[j] : m;
   const __m256 shift = _mm256_set1_ps(m);

@@ -98,7 +98,8 @@ HPC_AVX512 __m512 gelu16(__m512 v) {
   const __m512 k = _mm512_set1_ps(float(kernels::GELU_SQRT_2_OVER_PI)),
                c = _mm512_set1_ps(float(kernels::GELU_CUBIC));
   const __m512 u = _mm512_mul_ps(k, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_mul_ps(c, v), v), v, v));
-  return _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u))));
+  return _mm512_div_ps(v,
+                       _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u))));
 }
 
 HPC_AVX512 __m512 gelu_grad16(__m512 v, __m512 g) {
@@ -108,8 +109,8 @@ HPC_AVX512 __m512 gelu_grad16(__m512 v, __m512 g) {
   const __m512 c3 = _mm512_set1_ps(float(3 * kernels::GELU_CUBIC));
   const __m512 one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
   const __m512 v2 = _mm512_mul_ps(v, v);
-  const __m512 s =
-      _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_mul_ps(k2, _mm512_fmadd_ps(_mm512_mul_ps(c, v2), v, v)))));
+  const __m512 s = _mm512_div_ps(
+      one, _mm512_add_ps(one, exp16(_mm512_mul_ps(k2, _mm512_fmadd_ps(_mm512_mul_ps(c, v2), v, v)))));
   const __m512 du = _mm512_mul_ps(k, _mm512_fmadd_ps(c3, v2, one));
   const __m512 slope =
       _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(two, v), s), _mm512_mul_ps(_mm512_sub_ps(one, s), du));
@@ -130,7 +131,8 @@ HPC_AVX512 void gelu_backward_avx512(const float* x, const float* dy, float* dx,
     _mm512_storeu_ps(dx + i, gelu_grad16(_mm512_loadu_ps(x + i), _mm512_loadu_ps(dy + i)));
   if (i == n) return;
   const __mmask16 m = __mmask16((1u << (n - i)) - 1);
-  _mm512_mask_storeu_ps(dx + i, m, gelu_grad16(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, dy + i)));
+  _mm512_mask_storeu_ps(dx + i, m,
+                        gelu_grad16(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, dy + i)));
 }
 #endif
 #endif

@@ -109,8 +109,8 @@ template <class K, int R>
 void row_block(int64_t i0, int64_t n, int64_t k, float alpha, const StridedA& a, const float* b, int64_t ldb,
                float* c, int64_t ldc, Causal causal) {
   const BlockRange r = block_range(causal, i0, R, n, k, K::NR);
-  Tile t{a.data + i0 * a.row_stride, a.row_stride, a.col_stride, b, ldb, r.k_begin, r.k_end, alpha,
-         c + i0 * ldc, ldc};
+  const float* a0 = a.data + i0 * a.row_stride;
+  Tile t{a0, a.row_stride, a.col_stride, b, ldb, r.k_begin, r.k_end, alpha, c + i0 * ldc, ldc};
   int64_t j = 0;
   for (; j + K::NR <= r.n_end; j += K::NR) {
     t.b = b + j;
@@ -133,8 +133,8 @@ void row_block(int64_t i0, int64_t n, int64_t k, float alpha, const StridedA& a,
 }
 
 template <class K>
-void run(int64_t m, int64_t n, int64_t k, float alpha, const StridedA& a, const float* b, int64_t ldb, float* c,
-         int64_t ldc, Causal causal) {
+void run(int64_t m, int64_t n, int64_t k, float alpha, const StridedA& a, const float* b, int64_t ldb,
+         float* c, int64_t ldc, Causal causal) {
   int64_t i = 0;
   for (; i + K::MR <= m; i += K::MR) row_block<K, K::MR>(i, n, k, alpha, a, b, ldb, c, ldc, causal);
   for (; i + 4 <= m; i += 4) row_block<K, 4>(i, n, k, alpha, a, b, ldb, c, ldc, causal);
@@ -188,8 +188,8 @@ void tile_gemm_f32(int64_t m, int64_t n, int64_t k, float alpha, StridedA a, con
   (void)causal;
   HPC_ASSERT(a.col_stride == 1 || a.row_stride == 1, "tile_gemm_f32: A must be row-major or transposed");
   const bool a_by_rows = a.col_stride == 1;
-  cblas_sgemm(CblasRowMajor, a_by_rows ? CblasNoTrans : CblasTrans, CblasNoTrans, int(m), int(n), int(k), alpha,
-              a.data, int(a_by_rows ? a.row_stride : a.col_stride), b, int(ldb), 0.0f, c, int(ldc));
+  cblas_sgemm(CblasRowMajor, a_by_rows ? CblasNoTrans : CblasTrans, CblasNoTrans, int(m), int(n), int(k),
+              alpha, a.data, int(a_by_rows ? a.row_stride : a.col_stride), b, int(ldb), 0.0f, c, int(ldc));
 #endif
 }
 

@@ -69,8 +69,8 @@ void product(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_row
     tile_gemm_f32(m, n, k, alpha, StridedA{a, a_rows, a_cols}, b, ldb, c, ldc, causal);
   } else {
     const bool by_rows = a_cols == 1;  // else A is a transposed row-major matrix (a_rows == 1)
-    cblas_dgemm(CblasRowMajor, by_rows ? CblasNoTrans : CblasTrans, CblasNoTrans, int(m), int(n), int(k), alpha,
-                a, int(by_rows ? a_rows : a_cols), b, int(ldb), T(0), c, int(ldc));
+    cblas_dgemm(CblasRowMajor, by_rows ? CblasNoTrans : CblasTrans, CblasNoTrans, int(m), int(n), int(k),
+                alpha, a, int(by_rows ? a_rows : a_cols), b, int(ldb), T(0), c, int(ldc));
   }
 }
 
@@ -245,9 +245,10 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& do
         T* dv = dq + 2 * c;
         const T* p = probs.data<T>() + (b * heads + h) * t_len * t_len;
         const T* dgo = dout.data<T>() + b * t_len * c + h * d;
+        // dP = dO·Vᵀ and dV = Pᵀ·dO.
         product<T>(t_len, t_len, d, T(1), dgo, c, 1, transposed(v, t_len, d, c3), t_len, dp, t_len,
-                   Causal::LowerOut);                                                        // dP = dO·Vᵀ
-        product<T>(t_len, d, t_len, T(1), p, 1, t_len, dgo, c, dv, c3, Causal::UpperA);  // dV = Pᵀ·dO
+                   Causal::LowerOut);
+        product<T>(t_len, d, t_len, T(1), p, 1, t_len, dgo, c, dv, c3, Causal::UpperA);
         // Softmax backward per row, into dP's storage: dS = P ⊙ (dP − Σ P·dP); 0 above the diagonal.
         for (int64_t t = 0; t < t_len; ++t) {
           const T* pr = p + t * t_len;
@@ -257,8 +258,9 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& do
           for (int64_t s = 0; s <= t; ++s) g[s] = pr[s] * (g[s] - dot);
           for (int64_t s = t + 1; s < t_len; ++s) g[s] = T(0);
         }
-        product<T>(t_len, d, t_len, inv_sqrt_d, dp, t_len, 1, k, c3, dq, c3, Causal::LowerA);  // dQ = dS·K/√d
-        product<T>(t_len, d, t_len, inv_sqrt_d, dp, 1, t_len, q, c3, dk, c3, Causal::UpperA);  // dK = dSᵀ·Q/√d
+        // dQ = dS·K/√d and dK = dSᵀ·Q/√d.
+        product<T>(t_len, d, t_len, inv_sqrt_d, dp, t_len, 1, k, c3, dq, c3, Causal::LowerA);
+        product<T>(t_len, d, t_len, inv_sqrt_d, dp, 1, t_len, q, c3, dk, c3, Causal::UpperA);
       }
   });
 }
