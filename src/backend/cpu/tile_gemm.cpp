@@ -186,10 +186,15 @@ void tile_gemm_f32(int64_t m, int64_t n, int64_t k, float alpha, StridedA a, con
 #else
   // The causal zeros are in A (or the unwanted part of C): the whole product is right too.
   (void)causal;
-  HPC_ASSERT(a.col_stride == 1 || a.row_stride == 1, "tile_gemm_f32: A must be row-major or transposed");
-  const bool a_by_rows = a.col_stride == 1;
+  // A single row (or column) of A has both strides 1; BLAS still wants a leading dimension that
+  // covers the row (k, or m for Aᵀ), though it never steps by it.
+  const bool a_by_rows = a.col_stride == 1 && (m == 1 || a.row_stride >= k);
+  const bool a_by_cols = !a_by_rows && a.row_stride == 1 && (k == 1 || a.col_stride >= m);
+  HPC_ASSERT(a_by_rows || a_by_cols, "tile_gemm_f32: A must be row-major or transposed");
+  const int64_t lda = a_by_rows ? (m == 1 ? std::max<int64_t>(k, 1) : a.row_stride)
+                                : (k == 1 ? std::max<int64_t>(m, 1) : a.col_stride);
   cblas_sgemm(CblasRowMajor, a_by_rows ? CblasNoTrans : CblasTrans, CblasNoTrans, int(m), int(n), int(k),
-              alpha, a.data, int(a_by_rows ? a.row_stride : a.col_stride), b, int(ldb), 0.0f, c, int(ldc));
+              alpha, a.data, int(lda), b, int(ldb), 0.0f, c, int(ldc));
 #endif
 }
 
