@@ -1,9 +1,10 @@
 // The AVX-512 bodies of the CPU backend's per-element loops (cpu/simd.h)
 // give bitwise the results of the default (AVX2) bodies: BatchNorm's sums,
-// normalisation and input gradient, the Adam/AdamW update, on row lengths
-// with and without a tail, GELU forward and backward (exp16 against exp8),
-// and the attention's register-tiled products
-// (12×32 tiles against 6×16) on every causal pattern. Skipped (visibly) on a CPU without AVX-512.
+// normalisation and input gradient, the Adam/AdamW update, the bias add and
+// its gradient's sums, on row lengths with and without a tail, GELU forward
+// and backward (exp16 against exp8), and the attention's register-tiled
+// products (12×32 tiles against 6×16) on every causal pattern. Skipped
+// (visibly) on a CPU without AVX-512.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -122,6 +123,29 @@ TEST_F(CpuSimd, GeluIsBitwiseTheDefault) {
     EXPECT_TRUE(same_bits(d[0], v[0])) << "forward, n " << n;
     EXPECT_TRUE(same_bits(d[1], v[1])) << "backward, n " << n;
   }
+}
+
+TEST_F(CpuSimd, BiasIsBitwiseTheDefault) {
+  for (int64_t spatial : {1, 7, 49})
+    for (int64_t channels : {1, 7, 16, 17, 1024 + 5}) {
+      const int64_t rows = 33;
+      const Shape s{rows, channels, spatial};
+      // Rows 0 and 1 hold exact opposites near 2^40, the other rows values below 1: summed in
+      // another order than rows 0, 1, 2, … the small ones would be lost in the large partial sum.
+      const Tensor dy = test::random_tensor(s, DType::F32, 5);
+      float* g = dy.data<float>();
+      for (int64_t i = 0; i < channels * spatial; ++i)
+        g[channels * spatial + i] = -(g[i] = 0x1p40f * (2 + g[i]));
+      const Tensor bias = test::random_tensor(Shape{channels}, DType::F32, 6);
+      auto [d, v] =
+          both({test::random_tensor(s, DType::F32, 7), test::random_tensor(Shape{channels}, DType::F32, 8)},
+               [&](std::vector<Tensor>& o) {
+                 backend::add_bias(o[0], bias, channels, spatial);
+                 backend::bias_grad(dy, o[1], channels, spatial);
+               });
+      EXPECT_TRUE(same_bits(d[0], v[0])) << "add_bias, channels " << channels << ", spatial " << spatial;
+      EXPECT_TRUE(same_bits(d[1], v[1])) << "bias_grad, channels " << channels << ", spatial " << spatial;
+    }
 }
 
 TEST_F(CpuSimd, AttentionIsBitwiseTheDefault) {

@@ -1,13 +1,15 @@
 // CPU core ops (ops.def): OpenBLAS for GEMM (oneDNN's matmul for the float32
 // shapes where it measured faster: cpu/onednn.h), plain loops (auto-vectorised at -O3) for
-// the rest. Reductions accumulate in double so that a global gradient norm
-// does not depend on the summation order more than it must.
+// the rest, the bias loops also compiled for AVX-512 (cpu/simd.h). Reductions accumulate in double so that a
+// global gradient norm does not depend on the summation order more than it must.
 #include <cblas.h>
 
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/onednn.h"
+#include "backend/cpu/simd.h"
 #include "backend/dispatch.h"
 #include "backend/ops_impl.h"
 
@@ -139,50 +141,80 @@ double sum(const Tensor& x) {
   });
 }
 
+namespace {
+
+// The bias loops, one source for both bodies (simd.h): the float32 ones also
+// compile for AVX-512, where the same additions per element and the same
+// per-channel sums (rows in order; a run's LANES partial sums) give the same bits.
+template <typename T>
+[[gnu::always_inline]] inline void add_bias_loops(T* y, const T* b, int64_t rows, int64_t channels,
+                                                  int64_t spatial) {
+  if (spatial == 1) {  // a fully connected layer's [N, J]: vectorise along the row, not over one element
+    for (int64_t r = 0; r < rows; ++r) {
+      T* row = y + r * channels;
+      for (int64_t c = 0; c < channels; ++c) row[c] += b[c];
+    }
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < channels; ++c) {
+      T* run = y + (r * channels + c) * spatial;
+      for (int64_t s = 0; s < spatial; ++s) run[s] += b[c];
+    }
+}
+
+// acc[c] += the sum of channel c's gradients. Rows outer, contiguous runs
+// inner: streams through dy once; each run is summed in double with reduce()'s
+// independent partial sums (a serial sum over a convolution's H·W run was 5%
+// of a cnn step).
+template <typename T>
+[[gnu::always_inline]] inline void bias_sums(const T* g, double* acc, int64_t rows, int64_t channels,
+                                             int64_t spatial) {
+  if (spatial == 1) {  // [N, J]: the same sums in the same order, vectorised across channels
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* row = g + r * channels;
+      for (int64_t c = 0; c < channels; ++c) acc[c] += double(row[c]);
+    }
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < channels; ++c)
+      acc[c] += reduce(g + (r * channels + c) * spatial, spatial, [](double v) { return v; });
+}
+
+HPC_AVX512 void add_bias_avx512(float* y, const float* b, int64_t rows, int64_t channels, int64_t spatial) {
+  add_bias_loops(y, b, rows, channels, spatial);
+}
+
+HPC_AVX512 void bias_sums_avx512(const float* g, double* acc, int64_t rows, int64_t channels,
+                                 int64_t spatial) {
+  bias_sums(g, acc, rows, channels, spatial);
+}
+
+}  // namespace
+
 void add_bias(const Tensor& y, const Tensor& bias, int64_t channels, int64_t spatial) {
   HPC_ASSERT(bias.count() == channels && y.count() % (channels * spatial) == 0, "add_bias: shapes");
   dispatch_float(y.dtype(), "add_bias", [&]<typename T>() {
-    T* yp = y.data<T>();
-    const T* b = bias.data<T>();
     const int64_t rows = y.count() / (channels * spatial);
-    if (spatial == 1) {  // a fully connected layer's [N, J]: vectorise along the row, not over one element
-      for (int64_t r = 0; r < rows; ++r) {
-        T* row = yp + r * channels;
-        for (int64_t c = 0; c < channels; ++c) row[c] += b[c];
-      }
-      return;
-    }
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < channels; ++c) {
-        T* row = yp + (r * channels + c) * spatial;
-        for (int64_t s = 0; s < spatial; ++s) row[s] += b[c];
-      }
+    if constexpr (std::is_same_v<T, float>)
+      if (simd::avx512()) return add_bias_avx512(y.data<T>(), bias.data<T>(), rows, channels, spatial);
+    add_bias_loops(y.data<T>(), bias.data<T>(), rows, channels, spatial);
   });
 }
 
 void bias_grad(const Tensor& dy, const Tensor& dbias, int64_t channels, int64_t spatial) {
   HPC_ASSERT(dbias.count() == channels && dy.count() % (channels * spatial) == 0, "bias_grad: shapes");
   dispatch_float(dy.dtype(), "bias_grad", [&]<typename T>() {
-    const T* g = dy.data<T>();
-    T* db = dbias.data<T>();
     const int64_t rows = dy.count() / (channels * spatial);
-    // Rows outer, contiguous runs inner: streams through dy once; each run is
-    // summed in double with reduce()'s independent partial sums (a serial sum
-    // over a convolution's H·W run was 5% of a cnn step), per channel in double.
-    std::vector<double> acc(static_cast<size_t>(channels), 0.0);
-    if (spatial == 1) {  // [N, J]: the same sums in the same order, vectorised across channels
-      double* a = acc.data();
-      for (int64_t r = 0; r < rows; ++r) {
-        const T* row = g + r * channels;
-        for (int64_t c = 0; c < channels; ++c) a[c] += double(row[c]);
-      }
-    } else {
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < channels; ++c) {
-          const T* run = g + (r * channels + c) * spatial;
-          acc[static_cast<size_t>(c)] += reduce(run, spatial, [](double v) { return v; });
-        }
-    }
+    std::vector<double> acc(static_cast<size_t>(channels), 0.0);  // per channel in double
+    const T* g = dy.data<T>();
+    if constexpr (std::is_same_v<T, float>)
+      simd::avx512() ? bias_sums_avx512(g, acc.data(), rows, channels, spatial)
+                     : bias_sums(g, acc.data(), rows, channels, spatial);
+    else
+      bias_sums(g, acc.data(), rows, channels, spatial);
+    T* db = dbias.data<T>();
     for (int64_t c = 0; c < channels; ++c) db[c] += static_cast<T>(acc[static_cast<size_t>(c)]);
   });
 }
