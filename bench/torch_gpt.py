@@ -18,13 +18,14 @@ import json
 import math
 import os
 import statistics
-import sys
 import time
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_exit import leave_without_teardown
 
 PRESETS = {"gpt-tiny": (2, 2, 64, 64, 256), "gpt-small": (4, 4, 256, 128, 256),
            "gpt2-124m": (12, 12, 768, 1024, 50257)}
@@ -184,18 +185,6 @@ def main():
         dist.barrier()  # rank 0 hosts the store: tearing it down while a peer is still in a call hangs that peer
         dist.destroy_process_group()
         leave_without_teardown()
-
-
-def leave_without_teardown():
-    """Exit now, everything printed, skipping the interpreter's teardown.
-
-    PyTorch 1.13's DDP sometimes deadlocks there: ~Reducer → ~ProcessGroupGloo
-    joins a gloo worker thread that waits for the GIL, which the destroying
-    thread holds (seen with gdb: one rank left at 0 % CPU after the other exited).
-    """
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
 
 
 if __name__ == "__main__":
