@@ -61,8 +61,11 @@ TEST_F(CpuSimd, BatchNormIsBitwiseTheDefault) {
       // into the large partial sum, so another order of additions would change the sums' bits.
       if (spatial > 24)
         for (int64_t r = 0; r < n * c; ++r)
-          for (const Tensor* t : {&x, &dy})
-            t->data<float>()[r * spatial] = -(t->data<float>()[r * spatial + 24] = -0x1p40f);
+          for (const Tensor* t : {&x, &dy}) {
+            float* row = t->data<float>() + r * spatial;
+            row[0] = 0x1p40f;
+            row[24] = -0x1p40f;
+          }
       const Tensor gamma = test::random_tensor(Shape{c}, DType::F32, 3),
                    beta = test::random_tensor(Shape{c}, DType::F32, 4);
       const Tensor mean = test::random_tensor(Shape{c}, DType::F32, 5),
@@ -140,8 +143,10 @@ TEST_F(CpuSimd, BiasIsBitwiseTheDefault) {
       // another order than rows 0, 1, 2, … the small ones would be lost in the large partial sum.
       const Tensor dy = test::random_tensor(s, DType::F32, 5);
       float* g = dy.data<float>();
-      for (int64_t i = 0; i < channels * spatial; ++i)
-        g[channels * spatial + i] = -(g[i] = 0x1p40f * (2 + g[i]));
+      for (int64_t i = 0; i < channels * spatial; ++i) {
+        g[i] = 0x1p40f * (2 + g[i]);
+        g[channels * spatial + i] = -g[i];
+      }
       const Tensor bias = test::random_tensor(Shape{channels}, DType::F32, 6);
       auto [d, v] =
           both({test::random_tensor(s, DType::F32, 7), test::random_tensor(Shape{channels}, DType::F32, 8)},

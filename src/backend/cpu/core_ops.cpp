@@ -1,7 +1,8 @@
 // CPU core ops (ops.def): OpenBLAS for GEMM (oneDNN's matmul for the float32
-// shapes where it measured faster: cpu/onednn.h), plain loops (auto-vectorised at -O3) for
-// the rest, the bias loops also compiled for AVX-512 (cpu/simd.h). Reductions accumulate in double so that a
-// global gradient norm does not depend on the summation order more than it must.
+// shapes where it measured faster: cpu/onednn.h), plain loops (auto-vectorised
+// at -O3) for the rest, the bias loops also compiled for AVX-512 (cpu/simd.h).
+// Reductions accumulate in double so that a global gradient norm does not
+// depend on the summation order more than it must.
 #include <cblas.h>
 
 #include <cstring>
@@ -196,24 +197,21 @@ HPC_AVX512 void bias_sums_avx512(const float* g, double* acc, int64_t rows, int6
 void add_bias(const Tensor& y, const Tensor& bias, int64_t channels, int64_t spatial) {
   HPC_ASSERT(bias.count() == channels && y.count() % (channels * spatial) == 0, "add_bias: shapes");
   dispatch_float(y.dtype(), "add_bias", [&]<typename T>() {
-    const int64_t rows = y.count() / (channels * spatial);
+    auto* loops = add_bias_loops<T>;
     if constexpr (std::is_same_v<T, float>)
-      if (simd::avx512()) return add_bias_avx512(y.data<T>(), bias.data<T>(), rows, channels, spatial);
-    add_bias_loops(y.data<T>(), bias.data<T>(), rows, channels, spatial);
+      if (simd::avx512()) loops = add_bias_avx512;
+    loops(y.data<T>(), bias.data<T>(), y.count() / (channels * spatial), channels, spatial);
   });
 }
 
 void bias_grad(const Tensor& dy, const Tensor& dbias, int64_t channels, int64_t spatial) {
   HPC_ASSERT(dbias.count() == channels && dy.count() % (channels * spatial) == 0, "bias_grad: shapes");
   dispatch_float(dy.dtype(), "bias_grad", [&]<typename T>() {
-    const int64_t rows = dy.count() / (channels * spatial);
     std::vector<double> acc(static_cast<size_t>(channels), 0.0);  // per channel in double
-    const T* g = dy.data<T>();
+    auto* sums = bias_sums<T>;
     if constexpr (std::is_same_v<T, float>)
-      simd::avx512() ? bias_sums_avx512(g, acc.data(), rows, channels, spatial)
-                     : bias_sums(g, acc.data(), rows, channels, spatial);
-    else
-      bias_sums(g, acc.data(), rows, channels, spatial);
+      if (simd::avx512()) sums = bias_sums_avx512;
+    sums(dy.data<T>(), acc.data(), dy.count() / (channels * spatial), channels, spatial);
     T* db = dbias.data<T>();
     for (int64_t c = 0; c < channels; ++c) db[c] += static_cast<T>(acc[static_cast<size_t>(c)]);
   });
