@@ -22,18 +22,10 @@ now() { date +%s.%N; }
 # within START END LIMIT: END − START ≤ LIMIT seconds
 within() { awk -v a="$1" -v b="$2" -v l="$3" 'BEGIN { exit !(b - a <= l) }'; }
 elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
-# Waits (≤ 60 s) until the run in the background has logged training steps; prints rank R's pid.
+# Waits (≤ 60 s) until the 2-rank run in the background has logged training steps; prints rank R's pid.
 pid_of_rank() {
-  local log=$1 rank=$2
-  for _ in $(seq 600); do
-    if grep -qE '^ +0 +[0-9]+ ' "$log"; then
-      grep -oP "^ +rank +$rank +host +\S+ +pid \K[0-9]+" "$log"
-      return
-    fi
-    sleep 0.1
-  done
-  cat "$log" >&2
-  fail "the run did not start training"
+  rank_pids "$1" 2 '^ +0 +[0-9]+ ' 60 >/dev/null || { cat "$1" >&2; fail "the run did not start training"; }
+  rank_pid "$1" "$2"
 }
 alive() { kill -0 "$1" 2>/dev/null && ! grep -q '^State:\s*Z' "/proc/$1/status" 2>/dev/null; }
 

@@ -49,6 +49,9 @@ final_acc() { grep -oP '^final: .*val_acc \K[0-9.]+' "$1" | tail -1; }
 # check_flight FILE RANK [REASON] [LEAST]: a flight record against its schema (tests/e2e/check_flight.py).
 check_flight() { "$PYTHON" "$ROOT/tests/e2e/check_flight.py" "$@"; }
 
+# rank_pid LOG R: rank R's pid from a run's start-up lines in LOG (empty before they are there).
+rank_pid() { grep -oP "^ +rank +$2 +host +\S+ +pid \K[0-9]+" "$1" | head -1; }
+
 # rank_pids LOG N READY SECONDS: waits until a run's start-up lines in LOG name N rank pids and a
 # line matches the regex READY; prints the pids, space-separated. Returns 1 if that takes longer.
 rank_pids() {

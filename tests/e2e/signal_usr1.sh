@@ -26,14 +26,13 @@ run="$TMP/run"
 HPCTRAIN_FAULT=sleep=30@step_end run_mpi 2 "$BUILD/hpctrain" "${args[@]}" "${steps[@]}" --run.dir "$run" \
   >"$TMP/sig.log" 2>&1 &
 job=$!
-pid_of_rank() { grep -oP "^  rank +$1 .* pid \K[0-9]+" "$TMP/sig.log" | head -1; }
 for _ in $(seq 1 600); do  # until the table shows step 10 or later
   grep -qE '"step": ([1-9][0-9]+)' "$run/metrics.jsonl" 2>/dev/null && break
   kill -0 "$job" 2>/dev/null || { cat "$TMP/sig.log"; fail "the run ended before it could be signalled"; }
   sleep 0.1
 done
-rank0=$(pid_of_rank 0)
-rank1=$(pid_of_rank 1)
+rank0=$(rank_pid "$TMP/sig.log" 0)
+rank1=$(rank_pid "$TMP/sig.log" 1)
 [ -n "$rank0" ] && [ -n "$rank1" ] || { cat "$TMP/sig.log"; fail "no rank pids in the header"; }
 kill -USR1 "$rank1"
 storm=0
