@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "backend/ops.h"
 #include "core/error.h"
@@ -85,6 +86,26 @@ TEST(GptCausal, OutputIgnoresLaterTokens) {
       EXPECT_EQ(std::memcmp(a, z, sizeof(double) * size_t(later * c)), 0) << "token " << later;
       EXPECT_NE(a[later * c], z[later * c]) << "token " << later << " itself must matter";
     }
+  }
+}
+
+// The softmax subtracts its row's true maximum (float32; vector lanes and
+// tail): two keys scoring 1000 and the rest 0 give 1/2 each in every row
+// that sees both. A maximum that missed both would sum two exps past
+// float's range (vec_math.h clamps each at 2.2e38) into inf.
+TEST(GptAttention, SoftmaxTakesTheRowMaximum) {
+  const int64_t t_len = 37, d = 8;  // rows of 37: four 8-lane vectors and a tail of 5
+  const float a = std::sqrt(1000.0f * std::sqrt(float(d)));
+  for (const auto& [first, last] : {std::pair<int64_t, int64_t>{13, 20}, {33, 36}}) {  // lanes 5, 4; the tail
+    Tensor qkv(Shape{1, t_len, 3 * d}, DType::F32), probs(Shape{1, 1, t_len, t_len}, DType::F32),
+        out(Shape{1, t_len, d}, DType::F32);
+    backend::fill(qkv, 0);
+    for (int64_t t = 0; t < t_len; ++t) qkv.data<float>()[t * 3 * d] = a;            // q_t = (a, 0, …)
+    for (const int64_t top : {first, last}) qkv.data<float>()[top * 3 * d + d] = a;  // k_top = (a, 0, …)
+    backend::attention_forward(qkv, 1, probs, out);
+    for (int64_t t = last; t < t_len; ++t)
+      for (const int64_t top : {first, last})
+        EXPECT_NEAR(probs.data<float>()[t * t_len + top], 0.5f, 1e-6) << "key " << top << ", row " << t;
   }
 }
 

@@ -12,8 +12,10 @@
 //
 // The elementwise passes are written to vectorise (they were ~10% of a
 // gpt-small step as scalar loops): the softmax's exp is vec_math.h's exp8 in
-// float32, and LayerNorm's float32 row sums run in four vector registers of
-// partial sums (moment, dot_sums; float64 keeps row_sum's eight scalars).
+// float32, its row maximum runs in eight lanes and its backward's row dot
+// product in sixteen partial sums, and LayerNorm's float32 row sums run in
+// four vector registers of partial sums (moment, dot_sums; float64 keeps
+// row_sum's eight scalars).
 #include "backend/ops_impl.h"
 
 #include <cblas.h>
@@ -34,10 +36,31 @@ namespace {
 
 // row[0, n) = softmax(row[0, n)), max-subtracted; T×T rows in every
 // (sample, head), so the exp is worth vectorising (vec_math.h) in float32.
+// max(row[0, n)) as the loop `mx = std::max(mx, row[s])` gives it. In
+// float32 eight lanes run that loop side by side (MAXPS(v, m) is
+// std::max(m, v): m unless v > m): a NaN in row[0] stays, later NaNs are
+// skipped, and only the sign of a ±0 tie can depend on the order, which no
+// exp(x − max) sees.
+template <typename T>
+T row_max(const T* row, int64_t n) {
+  T mx = row[0];
+  int64_t s = 1;
+#if HPC_CPU_VEC_EXP
+  if constexpr (std::is_same_v<T, float>) {
+    __m256 m = _mm256_set1_ps(mx);
+    for (s = 0; s + 8 <= n; s += 8) m = _mm256_max_ps(_mm256_loadu_ps(row + s), m);
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, m);
+    for (const float l : lanes) mx = std::max(mx, l);
+  }
+#endif
+  for (; s < n; ++s) mx = std::max(mx, row[s]);
+  return mx;
+}
+
 template <typename T>
 void softmax_row(T* row, int64_t n) {
-  T mx = row[0];
-  for (int64_t s = 1; s < n; ++s) mx = std::max(mx, row[s]);
+  const T mx = row_max(row, n);
   T total = 0;
   int64_t s = 0;
 #if HPC_CPU_VEC_EXP
@@ -164,6 +187,23 @@ template <bool Square>
   const Float8 sa = (a[0] + a[1]) + (a[2] + a[3]), sb = (b[0] + b[1]) + (b[2] + b[3]);
   sum_g = (((sa[0] + sa[1]) + (sa[2] + sa[3])) + ((sa[4] + sa[5]) + (sa[6] + sa[7]))) + tail_g;
   sum_gx = (((sb[0] + sb[1]) + (sb[2] + sb[3])) + ((sb[4] + sb[5]) + (sb[6] + sb[7]))) + tail_gx;
+}
+
+// Σ p[s]·g[s] for s < n (softmax backward's row dot product): in float32
+// sixteen partial sums (two vectors of eight) and a fixed tree, else in order.
+template <typename T>
+T row_dot(const T* p, const T* g, int64_t n) {
+  int64_t s = 0;
+  T tail = 0;
+  if constexpr (std::is_same_v<T, float>) {
+    Float8 a[2] = {};
+    for (; s + 16 <= n; s += 16)
+      for (int v = 0; v < 2; ++v) a[v] += load<Float8>(p + s + 8 * v) * load<Float8>(g + s + 8 * v);
+    const Float8 sa = a[0] + a[1];
+    tail = ((sa[0] + sa[1]) + (sa[2] + sa[3])) + ((sa[4] + sa[5]) + (sa[6] + sa[7]));
+  }
+  for (; s < n; ++s) tail += p[s] * g[s];
+  return tail;
 }
 
 // The token id at position i, checked: a float that is not an id in [0, vocab) is bad data.
@@ -325,8 +365,7 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& do
         for (int64_t t = 0; t < t_len; ++t) {
           const T* pr = p + t * t_len;
           T* g = dp + t * t_len;
-          T dot = 0;
-          for (int64_t s = 0; s <= t; ++s) dot += pr[s] * g[s];
+          const T dot = row_dot(pr, g, t + 1);
           for (int64_t s = 0; s <= t; ++s) g[s] = pr[s] * (g[s] - dot);
           for (int64_t s = t + 1; s < t_len; ++s) g[s] = T(0);
         }
