@@ -9,6 +9,8 @@ its own run (OpenBLAS for both; torch.mm for PyTorch). The FLOPs per token
 are the same count for both (Model::forward_flops; torch_gpt.flops_per_token).
 
     bench/gpt_vs_torch.py [--build build] [--ranks 1] [--reps 3] [--steps 20] [--batch 8] [--preset gpt-small]
+                          [--blas-core NAME]
+Both sides run one OpenBLAS core, the best for this CPU (bench/blas_env.py).
 """
 import argparse
 import json
@@ -16,6 +18,8 @@ import os
 import statistics
 import subprocess
 import sys
+
+import blas_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -36,9 +40,12 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--preset", default="gpt-small")
+    ap.add_argument("--blas-core", help="the OpenBLAS core for both sides (default: hpctrain's fitted one)")
     args = ap.parse_args()
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
                OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+    env, note = blas_env.comparison_env(args.build, env, args.blas_core)
+    print(note, flush=True)
     mpi = ["mpirun", "-np", str(args.ranks), "--oversubscribe"]
     ours_cmd = mpi + [os.path.join(args.build, "bench", "bench_gpt"), str(args.steps), str(args.batch), args.preset]
     torch_cmd = mpi + ["/usr/bin/python3", os.path.join(ROOT, "bench", "torch_gpt.py"), "--preset", args.preset,

@@ -22,7 +22,9 @@ and written to bench/results/latest.md (tables, the machine, versions, the
 targets met or missed) with PNG plots. Nothing here fails on a slow number:
 a missing piece is reported as such.
 
-    bench/run.py [--quick] [--build build] [--out bench/results]
+    bench/run.py [--quick] [--build build] [--out bench/results] [--blas-core NAME]
+
+Both sides run one OpenBLAS core, the best for this CPU (bench/blas_env.py).
 """
 import argparse
 import json
@@ -35,6 +37,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import blas_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = "/usr/bin/python3"
@@ -348,7 +352,11 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny sizes: only checks that everything runs (tests)")
     ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--blas-core", help="the OpenBLAS core for both sides (default: hpctrain's fitted one)")
     args = ap.parse_args()
+    global ENV
+    ENV, args.blas_note = blas_env.comparison_env(args.build, ENV, args.blas_core)
+    print(args.blas_note, flush=True)
     os.makedirs(args.out, exist_ok=True)
     started = time.time()
     tmp = tempfile.mkdtemp(prefix="hpctrain-bench-")
@@ -406,7 +414,8 @@ def main():
 
 def write_report(args, models, training, gpt, mlp, allreduce_text, gloo_text, loader, wait, started):
     lines = [f"# hpctrain benchmarks", "", f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
-             f"- machine: {machine()}", f"- mode: {'quick' if args.quick else 'full'}", "", "```", versions(args.build),
+             f"- machine: {machine()}", f"- mode: {'quick' if args.quick else 'full'}", f"- {args.blas_note}", "",
+             "```", versions(args.build),
              "```", ""]
     rows = targets(training, gpt, mlp, allreduce_text)
     if rows:
