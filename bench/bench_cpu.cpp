@@ -7,7 +7,8 @@
 //  3. every convolution of the cnn (MNIST) and resnet20 (CIFAR-10) presets,
 //     forward + backward (data and weights; data not for a first layer), in
 //     oneDNN and in the im2col + GEMM lowering (whose GEMMs are the gemm op:
-//     oneDNN's matmul where m, n, k >= 64), GFLOP/s against the peak.
+//     oneDNN's matmul where m, n, k >= 64), GFLOP/s against the peak, and
+//     which of oneDNN's kernels (direct or Winograd) ran each pass.
 // The machine line (CPU model, flags, BLAS core, oneDNN ISA) comes first, so
 // tables from different node types can be compared. One thread unless
 // OPENBLAS_NUM_THREADS says otherwise; medians over rounds.
@@ -289,6 +290,16 @@ int main(int argc, char** argv) {
       std::printf("  %-30s %7.3f   %8s  %7s  %6s   %8.3f  %7.1f  %5.0f%%\n", l.name, flop / 1e9, "-", "-",
                   "-", t_low * 1e3, low_gf, 100 * low_gf / peak);
     }
+  }
+  // GFLOP/s above count a direct convolution's FLOPs: a Winograd pass does fewer multiplications,
+  // so its layer can read above the peak. Which kernel ran each pass:
+  std::printf("oneDNN's kernels (GFLOP/s above are the direct FLOPs counted; Winograd does fewer):\n");
+  for (const ConvLayer& l : layers) {
+    const kernels::ConvShape g = kernels::ConvShape::make(1, l.c, l.h, l.w, l.k, l.stride, l.pad);
+    const Tensor x(Shape{batch, l.c, l.h, l.w}, DType::F32), w(Shape{l.oc, l.c, l.k, l.k}, DType::F32),
+        y(Shape{batch, l.oc, g.out_h, g.out_w}, DType::F32);
+    if (backend::conv2d_supported(x, w, y, g))
+      std::printf("  %-30s %s\n", l.name, backend::cpu::onednn::implementations(x, w, g, y).c_str());
   }
   return 0;
 }

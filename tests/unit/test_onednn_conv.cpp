@@ -85,6 +85,29 @@ TEST_F(OnednnConv, TakesFloat32OnlyAndSaysWhichIsa) {
   EXPECT_NE(backend::cpu::onednn::describe().find("ISA"), std::string::npos);
 }
 
+// Winograd where it pays (3×3, stride 1, ≥ 32 channels in and out; the weight gradient only on
+// outputs that tile into 4×4), direct elsewhere, so that the comparisons below cover both. Where
+// this oneDNN has no Winograd kernel for the ISA (2.6: AVX-512 only), or with
+// HPCTRAIN_CPU_CONV_ALGO=direct, every pass is direct.
+TEST_F(OnednnConv, RunsWinogradWhereItPays) {
+  const bool winograd = backend::cpu::onednn::describe().find("Winograd") != std::string::npos;
+  auto kernels = [](const Case& c) {
+    const Tensors t = make(c, 1);
+    return backend::cpu::onednn::implementations(t.x, t.w, t.g, t.dy);
+  };
+  auto count = [](const std::string& s) {
+    int n = 0;
+    for (size_t at = s.find("wino"); at != std::string::npos; at = s.find("wino", at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(kernels(CASES[11])), winograd ? 3 : 0) << kernels(CASES[11]);  // stage3, 64 @ 8×8
+  EXPECT_EQ(count(kernels(CASES[9])), winograd ? 3 : 0) << kernels(CASES[9]);    // stage2, 32 @ 16×16
+  EXPECT_EQ(count(kernels(CASES[3])), winograd ? 2 : 0) << kernels(CASES[3]);    // 14×14: weights direct
+  EXPECT_EQ(count(kernels(CASES[7])), 0) << kernels(CASES[7]);                   // 16 channels
+  EXPECT_EQ(count(kernels(CASES[10])), 0) << kernels(CASES[10]);                 // stride 2
+  EXPECT_EQ(count(kernels(CASES[2])), 0) << kernels(CASES[2]);                   // 1 input channel
+}
+
 TEST_F(OnednnConv, AgreesWithTheLoweringOnEveryPresetShape) {
   uint64_t seed = 10;
   for (const Case& c : CASES) {
@@ -118,7 +141,7 @@ TEST_F(OnednnConv, AgreesWithTheLoweringOnEveryPresetShape) {
 // rounding with any step: a float32 finite-difference check of the oneDNN
 // gradients themselves, element by element.
 TEST_F(OnednnConv, GradientsPassAFiniteDifferenceCheck) {
-  for (const Case& c : {CASES[1], CASES[8], CASES[13]}) {
+  for (const Case& c : {CASES[1], CASES[8], CASES[13], CASES[3], CASES[11]}) {
     const Tensors t = make(c, 99);
     Tensor y(t.dy.shape(), DType::F32);
     auto loss = [&] {
@@ -153,7 +176,7 @@ TEST_F(OnednnConv, GradientsPassAFiniteDifferenceCheck) {
 }
 
 TEST_F(OnednnConv, RepeatsBitForBit) {
-  for (const Case& c : {CASES[3], CASES[10]}) {
+  for (const Case& c : {CASES[3], CASES[10], CASES[11]}) {
     const Tensors t = make(c, 42);
     Tensor y1(t.dy.shape(), DType::F32), y2(t.dy.shape(), DType::F32);
     Tensor dw1(t.w.shape(), DType::F32), dw2(t.w.shape(), DType::F32);

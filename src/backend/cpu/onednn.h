@@ -31,6 +31,11 @@ std::string describe();
 // with HPCTRAIN_CPU_LAYOUT=nchw (comparisons, benchmarks).
 int64_t channel_block();
 
+// oneDNN's kernel for each pass of this convolution ("forward jit_wino_4x3:avx512_core, data …,
+// weights jit:avx512_core"): which algorithm runs where (tests, benchmarks).
+std::string implementations(const Tensor& x, const Tensor& weight, const kernels::ConvShape& g,
+                            const Tensor& y);
+
 // Whether oneDNN takes these tensors: float32 CPU tensors (float64 gradient
 // checks run on the lowering, which oneDNN's float32 is compared against).
 bool takes(const Tensor& x, const Tensor& weight, const Tensor& y);

@@ -9,7 +9,7 @@
 
 namespace hpc::backend::cpu {
 
-enum class Switch { Conv, Layout, Fuse, Gemm, Isa };
+enum class Switch { Conv, ConvAlgo, Layout, Fuse, Gemm, Isa };
 
 struct SwitchSpec {
   Switch which;

@@ -9,6 +9,9 @@ std::string describe() {
   return "not built (no libdnnl-dev when hpctrain was compiled): convolutions lowered to GEMM";
 }
 int64_t channel_block() { return 0; }
+std::string implementations(const Tensor&, const Tensor&, const kernels::ConvShape&, const Tensor&) {
+  return "lowering (no oneDNN in this build)";
+}
 bool takes(const Tensor&, const Tensor&, const Tensor&) { return false; }
 void convolve(const Tensor&, const Tensor&, const kernels::ConvShape&, const Tensor&) {
   throw Error(EXIT_INTERNAL, "oneDNN convolution called in a build without oneDNN");

@@ -12,17 +12,27 @@
 // The backward-weights primitive writes its gradient into a buffer, which is
 // then added to the flat gradient buffer: parameter gradients accumulate.
 //
-// Determinism: oneDNN's direct convolutions run a fixed schedule for a fixed
-// shape, ISA and thread count (no atomics in the f32 paths hpctrain uses), so
-// a run repeats bit for bit; tests/e2e/determinism.sh and
-// test_onednn_conv check it. algorithm::convolution_direct, not _auto:
-// Winograd would change the arithmetic with the shape.
+// Algorithm: per pass, Winograd F(4×4, 3×3) where it measured faster
+// (winograd_pays: 3×3 stride-1 layers with ≥ 32 channels in and out; the
+// weight gradient only where the output tiles into 4×4 blocks; bench_cpu and
+// docs/bench-results/cpu.md), direct convolution elsewhere and wherever this
+// oneDNN has no Winograd kernel for the ISA (2.6 has AVX-512 ones only). Not
+// algorithm::convolution_auto: its choice is oneDNN's heuristic, which keeps
+// the weight gradient direct at every shape here although Winograd's is
+// faster. Winograd does fewer multiplications and rounds differently (the
+// tests hold it to the lowering within float tolerance).
+//
+// Determinism: the algorithm is a function of the shape and the ISA, and
+// oneDNN's f32 direct and Winograd kernels run a fixed schedule for a fixed
+// shape, ISA and thread count (no atomics), so a run repeats bit for bit;
+// tests/e2e/determinism.sh and test_onednn_conv check it.
 #include <omp.h>
 
 #include <dnnl.hpp>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 
 #include "backend/cpu/onednn.h"
@@ -83,6 +93,7 @@ struct Plan {
   Staged w_src, w_ddst, w_dwei;           // backward weights
   std::unique_ptr<memory> dweight_plain;  // the weight gradient before it is added
   int64_t weight_count = 0;
+  std::string kernels;  // oneDNN's implementation of each pass, e.g. "forward jit_wino_4x3:avx512_core, …"
 };
 
 using Key =
@@ -102,6 +113,30 @@ tag activation_tag(int64_t block) {
   }
 }
 
+enum class Pass { Forward, Data, Weights };
+
+// Where Winograd F(4×4, 3×3) beat the direct kernels (AVX-512, one thread, batch 16 and 64): 1.3–1.9×
+// per pass at 32 and 64 channels; slower at 16 channels, and for the weight gradient of a 14×14
+// output (4×4 tiles that overhang it).
+bool winograd_pays(const kernels::ConvShape& g, int64_t oc, Pass pass) {
+  static const bool on = !switched(Switch::ConvAlgo);
+  if (!on || g.kernel != 3 || g.stride != 1 || g.channels < 32 || oc < 32) return false;
+  return pass != Pass::Weights || (g.out_h % 4 == 0 && g.out_w % 4 == 0);
+}
+
+// make(algorithm): Winograd when asked for and this oneDNN has it for the ISA, direct otherwise.
+template <class Make>
+auto with_algorithm(bool winograd, Make make) {
+  if (winograd) {
+    try {
+      return make(dnnl::algorithm::convolution_winograd);
+    } catch (const dnnl::error& e) {
+      if (e.status != dnnl_unimplemented) throw;
+    }
+  }
+  return make(dnnl::algorithm::convolution_direct);
+}
+
 Plan make_plan(int64_t batch, const kernels::ConvShape& g, int64_t oc, int64_t src_block, int64_t dst_block) {
   const memory::dims src{batch, g.channels, g.height, g.width}, wei{oc, g.channels, g.kernel, g.kernel},
       dst{batch, oc, g.out_h, g.out_w}, strides{g.stride, g.stride}, pad{g.pad, g.pad};
@@ -110,20 +145,27 @@ Plan make_plan(int64_t batch, const kernels::ConvShape& g, int64_t oc, int64_t s
   // "user": the layout of hpctrain's tensors (weights OIHW, activations as they come).
   const memory::desc src_user(src, dt::f32, activation_tag(src_block)), wei_user(wei, dt::f32, tag::oihw),
       dst_user(dst, dt::f32, activation_tag(dst_block));
-  const auto algo = dnnl::algorithm::convolution_direct;
 
-  const dnnl::convolution_forward::primitive_desc fpd(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src_any, wei_any, dst_any,
-                                      strides, pad, pad),
-      engine());
-  const dnnl::convolution_backward_data::primitive_desc dpd(
-      dnnl::convolution_backward_data::desc(algo, src_any, wei_any, dst_any, strides, pad, pad), engine(),
-      fpd);
-  const dnnl::convolution_backward_weights::primitive_desc wpd(
-      dnnl::convolution_backward_weights::desc(algo, src_any, wei_any, dst_any, strides, pad, pad), engine(),
-      fpd);
+  const auto fpd = with_algorithm(winograd_pays(g, oc, Pass::Forward), [&](dnnl::algorithm algo) {
+    return dnnl::convolution_forward::primitive_desc(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src_any, wei_any, dst_any,
+                                        strides, pad, pad),
+        engine());
+  });
+  const auto dpd = with_algorithm(winograd_pays(g, oc, Pass::Data), [&](dnnl::algorithm algo) {
+    return dnnl::convolution_backward_data::primitive_desc(
+        dnnl::convolution_backward_data::desc(algo, src_any, wei_any, dst_any, strides, pad, pad), engine(),
+        fpd);
+  });
+  const auto wpd = with_algorithm(winograd_pays(g, oc, Pass::Weights), [&](dnnl::algorithm algo) {
+    return dnnl::convolution_backward_weights::primitive_desc(
+        dnnl::convolution_backward_weights::desc(algo, src_any, wei_any, dst_any, strides, pad, pad),
+        engine(), fpd);
+  });
 
   Plan p;
+  p.kernels = std::string("forward ") + fpd.impl_info_str() + ", data " + dpd.impl_info_str() + ", weights " +
+              wpd.impl_info_str();
   p.fwd = dnnl::convolution_forward(fpd);
   p.bwd_data = dnnl::convolution_backward_data(dpd);
   p.bwd_weights = dnnl::convolution_backward_weights(wpd);
@@ -165,6 +207,26 @@ void library_call(const char* what, F&& f) {
   } catch (const dnnl::error& e) {
     throw Error(EXIT_INTERNAL, std::string("oneDNN ") + what + " failed: " + e.what());
   }
+}
+
+// Whether Winograd is on and this oneDNN has it for the CPU's ISA (asked on a layer it pays for).
+bool winograd_runs() {
+  static const bool runs = [] {
+    const auto g = kernels::ConvShape::make(1, 32, 8, 8, 3, 1, 1);
+    if (!winograd_pays(g, 32, Pass::Forward)) return false;
+    const memory::desc act({1, 32, 8, 8}, dt::f32, tag::any), wei({32, 32, 3, 3}, dt::f32, tag::any);
+    try {
+      dnnl::convolution_forward::primitive_desc(
+          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                          dnnl::algorithm::convolution_winograd, act, wei, act, {1, 1},
+                                          {1, 1}, {1, 1}),
+          engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return runs;
 }
 
 }  // namespace
@@ -227,7 +289,15 @@ std::string describe() {
   }
   const int64_t block = channel_block();
   return s + " (ISA " + isa + "): convolutions" +
-         (block ? ", activations kept in nChw" + std::to_string(block) + "c between them" : "");
+         (block ? ", activations kept in nChw" + std::to_string(block) + "c between them" : "") +
+         (winograd_runs() ? "; Winograd F(4x4,3x3) for 3x3 stride-1 layers with >= 32 channels" : "");
+}
+
+std::string implementations(const Tensor& x, const Tensor& weight, const kernels::ConvShape& g,
+                            const Tensor& y) {
+  std::string s;
+  library_call("convolution set-up", [&] { s = plan_for(x, g, out_channels(weight, g), y).kernels; });
+  return s;
 }
 
 bool takes(const Tensor& x, const Tensor& weight, const Tensor& y) {
