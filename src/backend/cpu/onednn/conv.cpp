@@ -14,8 +14,8 @@
 //
 // Algorithm: per pass, Winograd F(4×4, 3×3) where it measured faster
 // (winograd_pays: 3×3 stride-1 layers with ≥ 32 channels in and out; the
-// weight gradient only where the output tiles into 4×4 blocks; bench_cpu and
-// docs/bench-results/cpu.md), direct convolution elsewhere and wherever this
+// weight gradient only with ≥ 64 on outputs that tile into 4×4 blocks;
+// bench_cpu and docs/bench-results/cpu.md), direct convolution elsewhere and wherever this
 // oneDNN has no Winograd kernel for the ISA (2.6 has AVX-512 ones only). Not
 // algorithm::convolution_auto: its choice is oneDNN's heuristic, which keeps
 // the weight gradient direct at every shape here although Winograd's is
@@ -115,13 +115,15 @@ tag activation_tag(int64_t block) {
 
 enum class Pass { Forward, Data, Weights };
 
-// Where Winograd F(4×4, 3×3) beat the direct kernels (AVX-512, one thread, batch 16 and 64): 1.3–1.9×
-// per pass at 32 and 64 channels; slower at 16 channels, and for the weight gradient of a 14×14
-// output (4×4 tiles that overhang it).
+// Where Winograd F(4×4, 3×3) beat the direct kernels (AVX-512, one thread, batch 16 and 64, alone
+// and inside resnet20's step): forward and data 1.3–1.9× at 32 and 64 channels, slower at 16. The
+// weight gradient gains less and reads twice the data: 1.2× at 64 channels on 8×8, but slower in
+// the step at 32 channels on 16×16 (faster alone, in cache) and on a 14×14 output (4×4 tiles that
+// overhang it).
 bool winograd_pays(const kernels::ConvShape& g, int64_t oc, Pass pass) {
   static const bool on = !switched(Switch::ConvAlgo);
   if (!on || g.kernel != 3 || g.stride != 1 || g.channels < 32 || oc < 32) return false;
-  return pass != Pass::Weights || (g.out_h % 4 == 0 && g.out_w % 4 == 0);
+  return pass != Pass::Weights || (g.channels >= 64 && oc >= 64 && g.out_h % 4 == 0 && g.out_w % 4 == 0);
 }
 
 // make(algorithm): Winograd when asked for and this oneDNN has it for the ISA, direct otherwise.
