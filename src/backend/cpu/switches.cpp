@@ -9,7 +9,8 @@ namespace {
 
 constexpr SwitchSpec SWITCHES[] = {
     {Switch::Conv, "HPCTRAIN_CPU_CONV", "lowering", "convolutions lowered to GEMM, not oneDNN"},
-    {Switch::ConvAlgo, "HPCTRAIN_CPU_CONV_ALGO", "direct", "every oneDNN convolution direct, no Winograd"},
+    {Switch::ConvAlgo, "HPCTRAIN_CPU_CONV_ALGO", "direct",
+     "every oneDNN convolution pass in its own direct kernel (no Winograd, no mirrored forward)"},
     {Switch::Layout, "HPCTRAIN_CPU_LAYOUT", "nchw", "every activation in plain NCHW"},
     {Switch::Fuse, "HPCTRAIN_CPU_FUSE", "none", "every relu as its own pass"},
     {Switch::Gemm, "HPCTRAIN_CPU_GEMM", "openblas", "every float32 GEMM in OpenBLAS"},
