@@ -387,6 +387,18 @@ TEST_F(ConfigTest, CpuSwitchesAreCheckedByNameAndValue) {
   EXPECT_NE(msg.find("unknown environment variable HPCTRAIN_CPU_GEM; did you mean HPCTRAIN_CPU_GEMM?"),
             std::string::npos)
       << msg;
+  unsetenv("HPCTRAIN_CPU_GEM");
+  // HPCTRAIN_CPU_CONV_ALGO shares a prefix with HPCTRAIN_CPU_CONV: each is its own switch.
+  set_env("HPCTRAIN_CPU_CONV_ALGO", "winograd");
+  msg = error_of({"--data.path", data_});
+  EXPECT_NE(msg.find("HPCTRAIN_CPU_CONV_ALGO=winograd: its one value is direct"), std::string::npos) << msg;
+  set_env("HPCTRAIN_CPU_CONV_ALGO", "direct");
+  EXPECT_EQ(parse_train({}).optim.lr, 1e-3);
+  unsetenv("HPCTRAIN_CPU_CONV_ALGO");
+  set_env("HPCTRAIN_CPU_CONV_ALG", "direct");
+  msg = error_of({"--data.path", data_});
+  EXPECT_NE(msg.find("did you mean HPCTRAIN_CPU_CONV_ALGO?"), std::string::npos) << msg;
+  unsetenv("HPCTRAIN_CPU_CONV_ALG");
 }
 
 TEST_F(ConfigTest, IniErrorsNameFileAndLine) {

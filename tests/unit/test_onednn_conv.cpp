@@ -10,11 +10,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu/onednn.h"
+#include "backend/cpu/switches.h"
 #include "backend/ops.h"
 #include "grad_check.h"
 #include "nn/layers/conv_lowering.h"
@@ -107,7 +107,7 @@ TEST_F(OnednnConv, RunsWinogradWhereItPays) {
   EXPECT_EQ(count(kernels(CASES[7])), 0) << kernels(CASES[7]);                 // 16 channels
   // ... whose forward runs as its mirror's backward-data pass (faster there), unless switched off.
   EXPECT_EQ(kernels(CASES[7]).find("mirrored") != std::string::npos,
-            std::getenv("HPCTRAIN_CPU_CONV_ALGO") == nullptr)
+            !backend::cpu::switched(backend::cpu::Switch::ConvAlgo))
       << kernels(CASES[7]);
   EXPECT_EQ(kernels(CASES[8]).find("mirrored"), std::string::npos) << kernels(CASES[8]);  // stride 2
   EXPECT_EQ(count(kernels(CASES[10])), 0) << kernels(CASES[10]);                          // stride 2

@@ -123,14 +123,28 @@ tag activation_tag(int64_t block) {
 
 enum class Pass { Forward, Data, Weights };
 
+// Whether the algorithm choices below are on (HPCTRAIN_CPU_CONV_ALGO=direct: every pass direct).
+bool algorithms_on() {
+  static const bool on = !switched(Switch::ConvAlgo);
+  return on;
+}
+
+dnnl::convolution_forward::primitive_desc forward_pd(dnnl::algorithm algo, const memory::desc& src,
+                                                     const memory::desc& wei, const memory::desc& dst,
+                                                     const memory::dims& strides, const memory::dims& pad) {
+  return dnnl::convolution_forward::primitive_desc(
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src, wei, dst, strides, pad,
+                                      pad),
+      engine());
+}
+
 // Where Winograd F(4×4, 3×3) beat the direct kernels (AVX-512, one thread, batch 16 and 64, alone
 // and inside resnet20's step): forward and data 1.3–1.9× at 32 and 64 channels, slower at 16. The
 // weight gradient gains less and reads twice the data: 1.2× at 64 channels on 8×8, but slower in
 // the step at 32 channels on 16×16 (faster alone, in cache) and on a 14×14 output (4×4 tiles that
 // overhang it).
 bool winograd_pays(const kernels::ConvShape& g, int64_t oc, Pass pass) {
-  static const bool on = !switched(Switch::ConvAlgo);
-  if (!on || g.kernel != 3 || g.stride != 1 || g.channels < 32 || oc < 32) return false;
+  if (!algorithms_on() || g.kernel != 3 || g.stride != 1 || g.channels < 32 || oc < 32) return false;
   return pass != Pass::Weights || (g.channels >= 64 && oc >= 64 && g.out_h % 4 == 0 && g.out_w % 4 == 0);
 }
 
@@ -140,8 +154,7 @@ bool winograd_pays(const kernels::ConvShape& g, int64_t oc, Pass pass) {
 // its backward-data kernel on the same shape (1.85 against 1.50 ms per call in resnet20's step,
 // batch 64); at 32 and 64 channels Winograd runs, and there the two are even.
 bool mirrored_forward_pays(const kernels::ConvShape& g, int64_t oc) {
-  static const bool on = !switched(Switch::ConvAlgo);
-  return on && g.kernel == 3 && g.stride == 1 && g.pad == 1 && g.channels == 16 && oc == 16;
+  return algorithms_on() && g.kernel == 3 && g.stride == 1 && g.pad == 1 && g.channels == 16 && oc == 16;
 }
 
 // W'[c][o][i][j] = W[o][c][k-1-i][k-1-j].
@@ -176,10 +189,7 @@ Plan make_plan(int64_t batch, const kernels::ConvShape& g, int64_t oc, int64_t s
       dst_user(dst, dt::f32, activation_tag(dst_block));
 
   const auto fpd = with_algorithm(winograd_pays(g, oc, Pass::Forward), [&](dnnl::algorithm algo) {
-    return dnnl::convolution_forward::primitive_desc(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, src_any, wei_any, dst_any,
-                                        strides, pad, pad),
-        engine());
+    return forward_pd(algo, src_any, wei_any, dst_any, strides, pad);
   });
   const auto dpd = with_algorithm(winograd_pays(g, oc, Pass::Data), [&](dnnl::algorithm algo) {
     return dnnl::convolution_backward_data::primitive_desc(
@@ -193,19 +203,15 @@ Plan make_plan(int64_t batch, const kernels::ConvShape& g, int64_t oc, int64_t s
   });
 
   Plan p;
-  p.kernels = std::string("forward ") + fpd.impl_info_str() + ", data " + dpd.impl_info_str() + ", weights " +
-              wpd.impl_info_str();
+  std::string forward_kernel = fpd.impl_info_str();
   p.bwd_data = dnnl::convolution_backward_data(dpd);
   p.bwd_weights = dnnl::convolution_backward_weights(wpd);
   if (mirrored_forward_pays(g, oc)) {
     // The mirror: y-shaped input (its gradient is y), x-shaped output (its gradient is x).
     const memory::dims mwei{g.channels, oc, g.kernel, g.kernel};
     const memory::desc mwei_any(mwei, dt::f32, tag::any), mwei_user(mwei, dt::f32, tag::oihw);
-    const dnnl::convolution_forward::primitive_desc hint(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                        dnnl::algorithm::convolution_direct, dst_any, mwei_any, src_any,
-                                        strides, pad, pad),
-        engine());
+    const auto hint =
+        forward_pd(dnnl::algorithm::convolution_direct, dst_any, mwei_any, src_any, strides, pad);
     const dnnl::convolution_backward_data::primitive_desc mpd(
         dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, dst_any, mwei_any, src_any,
                                               strides, pad, pad),
@@ -216,14 +222,15 @@ Plan make_plan(int64_t batch, const kernels::ConvShape& g, int64_t oc, int64_t s
     p.f_src = Staged(src_user, mpd.diff_dst_desc(), true, false);
     p.f_wei = Staged(mwei_user, mpd.weights_desc(), true, false);
     p.f_dst = Staged(dst_user, mpd.diff_src_desc(), false, true);
-    p.kernels = std::string("forward (mirrored backward data) ") + mpd.impl_info_str() + ", data " +
-                dpd.impl_info_str() + ", weights " + wpd.impl_info_str();
+    forward_kernel = std::string("(mirrored backward data) ") + mpd.impl_info_str();
   } else {
     p.fwd = dnnl::convolution_forward(fpd);
     p.f_src = Staged(src_user, fpd.src_desc(), true, false);
     p.f_wei = Staged(wei_user, fpd.weights_desc(), true, false);
     p.f_dst = Staged(dst_user, fpd.dst_desc(), false, true);
   }
+  p.kernels =
+      "forward " + forward_kernel + ", data " + dpd.impl_info_str() + ", weights " + wpd.impl_info_str();
   p.d_ddst = Staged(dst_user, dpd.diff_dst_desc(), true, false);
   p.d_wei = Staged(wei_user, dpd.weights_desc(), true, false);
   p.d_dsrc = Staged(src_user, dpd.diff_src_desc(), false, true);
@@ -268,11 +275,7 @@ bool winograd_runs() {
     if (!winograd_pays(g, 32, Pass::Forward)) return false;
     const memory::desc act({1, 32, 8, 8}, dt::f32, tag::any), wei({32, 32, 3, 3}, dt::f32, tag::any);
     try {
-      const dnnl::convolution_forward::primitive_desc pd(
-          dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                          dnnl::algorithm::convolution_winograd, act, wei, act, {1, 1},
-                                          {1, 1}, {1, 1}),
-          engine());
+      const auto pd = forward_pd(dnnl::algorithm::convolution_winograd, act, wei, act, {1, 1}, {1, 1});
       return std::string(pd.impl_info_str()).find("wino") != std::string::npos;
     } catch (const dnnl::error&) {
       return false;
