@@ -16,6 +16,7 @@
 #include "core/check.h"
 #include "core/error.h"
 #include "dist/context.h"
+#include "dist/grid.h"
 #include "doctor/doctor.h"
 #include "train/eval_command.h"
 #include "train/export.h"
@@ -56,8 +57,15 @@ int agreed(hpc::dist::Context& ctx, Phase&& phase) {
 }
 
 int train(const hpc::Config& cfg, hpc::dist::Context& ctx) {
+  // The parallel grid (dist.tp × dist.pp; the rest data parallel) and its groups' communicators,
+  // then the trainer, which uses them; a world the grid does not fit is one line, exit 2.
+  std::unique_ptr<hpc::dist::Grid> grid;
   std::unique_ptr<hpc::train::Trainer> trainer;
-  if (int code = agreed(ctx, [&] { trainer = std::make_unique<hpc::train::Trainer>(cfg, ctx); })) return code;
+  if (int code = agreed(ctx, [&] {
+        grid = std::make_unique<hpc::dist::Grid>(ctx, cfg.dist.tp, cfg.dist.pp);
+        trainer = std::make_unique<hpc::train::Trainer>(cfg, ctx, *grid);
+      }))
+    return code;
   // --resume: rank 0 reads and checks the checkpoint; a bad one is one line and exit 2 on every rank.
   if (int code = agreed(ctx, [&] {
         trainer->print_header();

@@ -20,7 +20,9 @@
 //   /optimizer          attrs: name, steps_taken; datasets: flat state ("exp_avg", "exp_avg_sq", "momentum")
 //   /rng                attrs: seed, sampler_epoch, sampler_batch, dropout_step (the counters the
 //                       counter-based generators continue from)
-//   /log_window         float64 [world_size, 4]: per rank loss sum, sample count, correct, steps
+//   /log_window         float64 [world_size, 4]: per data-parallel replica loss sum, sample count,
+//                       correct, steps (world_size counts the replicas: the ranks when dist.tp =
+//                       dist.pp = 1; a tensor-parallel group shares its replica's batch and sums)
 //   /loss_scaling       float64 [4], fp16 runs only: loss scale, clean steps since its last change,
 //                       skipped steps, consecutive skipped steps (train/mixed_precision.h); absent
 //                       in fp32/bf16 runs and in files from before it was saved (a resume then

@@ -263,6 +263,10 @@ void check_combination(const Config& c, const std::map<std::string, std::string>
     throw UserError("option --out: required for predict (the HDF5 file to write, e.g. --out preds.h5)");
   if (c.command == Command::Export && c.eval.out.empty())
     throw UserError("option -o/--out: required for export (the directory to write, e.g. -o exported)");
+  if (c.dist.sequence_parallel && c.dist.tp == 1)
+    throw UserError(option_label("dist.sequence_parallel", where) +
+                    ": needs tensor parallelism (--dist.tp 2 or more): with dist.tp 1 there is no group to "
+                    "split the sequence over");
   if (c.optim.schedule == ScheduleKind::Cosine && c.optim.min_lr > c.optim.lr)
     throw UserError(option_label("optim.min_lr", where) + ": must be <= optim.lr (got " +
                     config::format_float(c.optim.min_lr) + " > " + config::format_float(c.optim.lr) + ")");

@@ -122,6 +122,9 @@ struct DistConfig {
   bool overlap = true;                      // start each gradient bucket's allreduce during backward
   ReduceAlgo reduce = ReduceAlgo::Ordered;  // MpiComm's allreduce / reduce-scatter
   int zero = 0;  // ZeRO stage: 0 replicated, 1 sharded optimizer state, 2 + bucket reduce-scatter
+  int tp = 1;    // tensor-parallel size (dist/grid.h: world = dp × pp × tp)
+  int pp = 1;    // pipeline-parallel size
+  bool sequence_parallel = false;  // with tp > 1: norms, dropout, residual adds on 1/tp of the sequence
 };
 
 struct LogConfig {

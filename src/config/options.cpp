@@ -352,6 +352,14 @@ std::vector<OptionSpec> build_table() {
       number("dist.zero", FIELD(dist.zero), ZERO_STAGES,
              "ZeRO stage: 0 replicated; 1 optimizer state sharded over the ranks; 2 also gradients "
              "reduce-scattered bucket by bucket during backward"),
+      number("dist.tp", FIELD(dist.tp), AT_LEAST_ONE,
+             "tensor-parallel size: adjacent ranks that split each transformer layer (must divide the "
+             "world; the rest is data parallel)"),
+      number("dist.pp", FIELD(dist.pp), AT_LEAST_ONE,
+             "pipeline-parallel size: stages of the model (world = dp × pp × tp)"),
+      flag("dist.sequence_parallel", FIELD(dist.sequence_parallel),
+           "with dist.tp > 1: norms, dropout and residual adds on 1/tp of the sequence (all-gather and "
+           "reduce-scatter instead of all-reduces)"),
 
       number("log.every", FIELD(log.every), AT_LEAST_ONE, "steps between step-table lines"),
       choice("log.progress", FIELD(log.progress), "auto: a bar on a TTY, plain lines otherwise"),

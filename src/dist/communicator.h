@@ -6,8 +6,16 @@
 // same order with the same counts. A single-process run uses SelfComm, whose
 // collectives are no-ops, so code never needs an "am I distributed" branch.
 //
-// Every collective either completes or throws PeerError (exit 3) within
-// dist.timeout: a dead or stuck peer never becomes a hang.
+// A communicator spans a group of the parallel grid (dist/group.h: the
+// world, or one dp, tp, pp or embed group), numbers its collectives within
+// that group, and names it in hang reports and flight records. split()
+// makes the groups' communicators from the world's (MPI_Comm_split,
+// ncclCommSplit); send and recv move tensors between two ranks of a group
+// (the pipeline's activations and gradients).
+//
+// Every collective and every message either completes or throws PeerError
+// (exit 3) within dist.timeout of its wait: a dead or stuck peer never
+// becomes a hang.
 #pragma once
 
 #include <functional>
@@ -16,6 +24,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "dist/group.h"
 
 namespace hpc::dist {
 
@@ -46,6 +55,37 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   virtual std::string name() const = 0;  // "mpi", "nccl", "self"
+  // The group this communicator spans: its kind, world ranks and name.
+  virtual const GroupTag& group() const = 0;
+
+  // Collective over this communicator: the ranks with the same color (≥ 0) form a new communicator,
+  // ordered by key, numbered and named as `tag` (this rank's group); color < 0: this rank is in
+  // none, and gets null. A group of one rank is a SelfComm.
+  virtual std::unique_ptr<Communicator> split(int color, int key, const GroupTag& tag) = 0;
+
+  // ---- point-to-point (between two ranks of this communicator) ----
+  // `peer` is a rank of this communicator. A send and the receive it meets have the same count and
+  // dtype; the messages from one rank to another arrive in the order they were sent (a receive may
+  // be posted long before: its dist.timeout counts from its wait). buf stays untouched until the
+  // request completes.
+  virtual std::unique_ptr<Request> send_async(const Tensor& buf, int peer) = 0;
+  virtual std::unique_ptr<Request> recv_async(const Tensor& buf, int peer) = 0;
+  struct Message {
+    bool send = true;  // false: a receive
+    Tensor buf;
+    int peer = 0;
+  };
+  // Several messages started together (NCCL: one ncclGroupStart/End, so that a send and a receive
+  // with two neighbours cannot deadlock); one request each, in order.
+  virtual std::vector<std::unique_ptr<Request>> message_group(const std::vector<Message>& messages) {
+    std::vector<std::unique_ptr<Request>> out;
+    out.reserve(messages.size());
+    for (const Message& m : messages)
+      out.push_back(m.send ? send_async(m.buf, m.peer) : recv_async(m.buf, m.peer));
+    return out;
+  }
+  void send(const Tensor& buf, int peer) { send_async(buf, peer)->wait(); }
+  void recv(const Tensor& buf, int peer) { recv_async(buf, peer)->wait(); }
 
   // In place over buf.
   virtual void allreduce(const Tensor& buf, ReduceOp op) = 0;
@@ -109,12 +149,19 @@ inline std::function<void(const Tensor&)> replica_sum(Communicator& comm) {
   return [&comm](const Tensor& sums) { comm.allreduce_before_compute(sums, ReduceOp::Sum); };
 }
 
-// World size 1: every collective is the identity.
+// A group of one rank: every collective is the identity; there is no peer to message.
 class SelfComm final : public Communicator {
  public:
+  explicit SelfComm(GroupTag tag = GroupTag::world(1)) : tag_(std::move(tag)) {}
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string name() const override { return "self"; }
+  const GroupTag& group() const override { return tag_; }
+  std::unique_ptr<Communicator> split(int color, int, const GroupTag& tag) override {
+    return color < 0 ? nullptr : std::make_unique<SelfComm>(tag);
+  }
+  std::unique_ptr<Request> send_async(const Tensor&, int peer) override;
+  std::unique_ptr<Request> recv_async(const Tensor&, int peer) override;
   void allreduce(const Tensor&, ReduceOp) override {}
   std::unique_ptr<Request> allreduce_async(const Tensor&, ReduceOp) override;
   void broadcast(const Tensor&, int) override {}
@@ -127,6 +174,9 @@ class SelfComm final : public Communicator {
     return allreduce_async(buf, ReduceOp::Sum);  // one rank owns everything: nothing moves
   }
   void barrier() override {}
+
+ private:
+  GroupTag tag_;
 };
 
 }  // namespace hpc::dist

@@ -82,6 +82,7 @@ Context::Context(int* argc, char*** argv, const DistConfig& cfg) : cfg_(cfg) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   mpiCheck(MPI_Comm_rank(MPI_COMM_WORLD, &info_.rank));
   mpiCheck(MPI_Comm_size(MPI_COMM_WORLD, &info_.world));
+  shape_ = GridShape{info_.world, 1, 1};
 
   MPI_Comm local;
   mpiCheck(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, info_.rank, MPI_INFO_NULL, &local));
@@ -188,10 +189,11 @@ std::unique_ptr<Communicator> Context::make_nccl_comm() {
   s.device = device;
   s.timeout_s = cfg_.timeout;
   s.hb = &hb_;
-  s.on_fatal = [this](uint64_t seq, CollOp op, const std::string& reason) {
-    std::string text = watchdog_
-                           ? watchdog_->explain(seq, op, reason)
-                           : "collective #" + std::to_string(seq) + " (" + coll_op_name(op) + ") " + reason;
+  s.on_fatal = [this](const GroupTag& group, const WaitPoint& at, const std::string& reason) {
+    std::string text = watchdog_ ? watchdog_->explain(group, at, reason)
+                                 : "collective #" + std::to_string(at.seq) +
+                                       (group.kind == GroupKind::World ? "" : " of " + group.name) + " (" +
+                                       coll_op_name(at.op) + ") " + reason;
     std::fprintf(stderr, "hpctrain: error on rank %d: %s\n", info_.rank, text.c_str());
     std::fflush(stderr);
     abort(EXIT_PEER);
@@ -210,6 +212,14 @@ std::pair<int, int> Context::agree_on_failure(int my_exit_code) {
   if (info_.world > 1) host_comm_->allreduce(Tensor::borrow(v, Shape{2}, DType::I32), ReduceOp::Max);
   const int lowest = -v[0];
   return {lowest < info_.world ? lowest : -1, v[1]};
+}
+
+void Context::set_grid_shape(const GridShape& shape) {
+  HPC_ASSERT(shape.world() == info_.world, "the grid's shape does not cover the world");
+  shape_ = shape;
+  if (watchdog_) watchdog_->set_shape(shape);
+  for (GroupKind kind : {GroupKind::Dp, GroupKind::Tp, GroupKind::Pp, GroupKind::Embed})
+    hb_.flight().set_group_name(kind, shape.group_name(kind, info_.rank));
 }
 
 void Context::on_step(int64_t step) {

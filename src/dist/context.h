@@ -21,6 +21,7 @@
 #include "config/config.h"
 #include "core/fault.h"
 #include "dist/communicator.h"
+#include "dist/group.h"
 #include "dist/hang_report.h"
 #include "dist/heartbeat.h"
 
@@ -81,6 +82,11 @@ class Context {
   void on_step(int64_t step);
   Heartbeat& heartbeat() { return hb_; }
 
+  // The parallel grid (dist/grid.h) this process's groups come from: hang reports and flight records
+  // name the groups by it. Set once, by the Grid, before its communicators exist.
+  void set_grid_shape(const GridShape& shape);
+  const GridShape& grid_shape() const { return shape_; }
+
   // Kills the whole job (every rank) with `exit_code`: the way out of a
   // failure that others may be blocked on.
   [[noreturn]] void abort(int exit_code);
@@ -93,6 +99,7 @@ class Context {
   MpiSession session_;  // first member: finalizes MPI last, also when the constructor throws
   DistConfig cfg_;
   RankInfo info_;
+  GridShape shape_;  // {world, 1, 1} until a Grid sets it
   int thread_level_ = 0;
   std::vector<PeerInfo> peers_;
   Heartbeat hb_;

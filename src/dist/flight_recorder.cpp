@@ -49,37 +49,53 @@ void install_flight_signal() {
 bool flight_signal_pending() { return usr2_received.exchange(0) != 0; }
 
 void FlightRecorder::started(uint64_t seq, CollOp op, int64_t count, DType dtype, const char* comm,
-                             int64_t step) {
+                             int64_t step, GroupKind group, int peer) {
   const double now = monotonic_seconds();
   std::lock_guard<std::mutex> lock(mu_);
   Entry& e = ring_[recorded_ % CAPACITY];
-  e = Entry{seq, static_cast<int32_t>(op), State::Started, count, dtype, comm, step, now, now, 0};
   ++recorded_;
+  e = Entry{
+      seq,      static_cast<int32_t>(op), State::Started, count, dtype, comm, step, now, now, 0, group, peer,
+      recorded_};
 }
 
-void FlightRecorder::completed(uint64_t seq) {
+void FlightRecorder::completed(uint64_t seq, GroupKind group, CollOp p2p, int peer) {
   const double now = monotonic_seconds();
   std::lock_guard<std::mutex> lock(mu_);
   // The newest entries first: a collective completes soon after it starts.
   const uint64_t n = recorded_ < CAPACITY ? recorded_ : CAPACITY;
+  const bool message = is_p2p(p2p);
   for (uint64_t i = 1; i <= n; ++i) {
     Entry& e = ring_[(recorded_ - i) % CAPACITY];
-    if (e.seq != seq) continue;
+    if (e.seq != seq || e.group != group || is_p2p(static_cast<CollOp>(e.op)) != message) continue;
+    if (message && (e.op != static_cast<int32_t>(p2p) || e.peer != peer)) continue;
     e.state = State::Completed;
     e.end_s = now;
     return;
   }
 }
 
-std::vector<FlightRecorder::Entry> FlightRecorder::completed_after(uint64_t seq) {
+std::vector<FlightRecorder::Entry> FlightRecorder::completed_after(uint64_t order) {
   std::vector<Entry> out;
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t n = recorded_ < CAPACITY ? recorded_ : CAPACITY;
   for (uint64_t i = recorded_ - n; i < recorded_; ++i) {
     const Entry& e = ring_[i % CAPACITY];
-    if (e.seq > seq && e.state == State::Completed) out.push_back(e);
+    if (e.order > order && e.state == State::Completed) out.push_back(e);
   }
   return out;
+}
+
+void FlightRecorder::set_group_name(GroupKind kind, const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& slot = group_names_[static_cast<size_t>(kind)];
+  std::snprintf(slot.data(), slot.size(), "%s", json_escape(name).c_str());
+}
+
+std::string FlightRecorder::group_name(GroupKind kind) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto& slot = group_names_[static_cast<size_t>(kind)];
+  return slot[0] != '\0' ? std::string(slot.data()) : std::string(group_kind_name(kind));
 }
 
 void FlightRecorder::set_path(const std::string& path, int rank, const std::string& host) {
@@ -91,7 +107,7 @@ void FlightRecorder::set_path(const std::string& path, int rank, const std::stri
   sig_path_ = c_string(path);
   sig_tmp_ = c_string(path + ".tmp-" + std::to_string(::getpid()));
   sig_host_ = c_string(json_escape(host));
-  sig_text_.assign(1024 + CAPACITY * 512, '\0');
+  sig_text_.assign(1024 + CAPACITY * 640, '\0');
 }
 
 std::string FlightRecorder::to_json(const std::string& reason) {
@@ -113,13 +129,16 @@ std::string FlightRecorder::to_json(const std::string& reason) {
   const uint64_t n = recorded < CAPACITY ? recorded : CAPACITY;
   for (uint64_t i = recorded - n; i < recorded; ++i) {  // oldest first
     const Entry& e = copy[i % CAPACITY];
-    char line[384];
+    char peer[32] = "";
+    if (is_p2p(static_cast<CollOp>(e.op))) std::snprintf(peer, sizeof peer, ", \"peer\": %d", e.peer);
+    char line[512];
     std::snprintf(line, sizeof line,
-                  "  {\"seq\": %" PRIu64 ", \"op\": \"%s\", \"count\": %" PRId64
+                  "  {\"seq\": %" PRIu64 ", \"group\": \"%s\", \"op\": \"%s\"%s, \"count\": %" PRId64
                   ", \"dtype\": \"%s\", \"comm\": \"%s\", \"step\": %" PRId64
                   ", \"enqueue_s\": %.6f, \"start_s\": %.6f, \"end_s\": %.6f, \"state\": \"%s\"}%s\n",
-                  e.seq, coll_op_name(static_cast<CollOp>(e.op)), e.count, dtype_name(e.dtype), e.comm,
-                  e.step, e.enqueue_s, e.start_s, e.end_s, state_name(e.state), i + 1 < recorded ? "," : "");
+                  e.seq, group_name(e.group).c_str(), coll_op_name(static_cast<CollOp>(e.op)), peer, e.count,
+                  dtype_name(e.dtype), e.comm, e.step, e.enqueue_s, e.start_s, e.end_s, state_name(e.state),
+                  i + 1 < recorded ? "," : "");
     out += line;
   }
   out += "]}\n";

@@ -1,9 +1,11 @@
 // FlightRecorder: this rank's last 256 collectives, for the post-mortem of a
 // hang (what PyTorch's NCCL flight recorder keeps).
 //
-// Each entry: the collective's number (the Heartbeat's: equal numbers are the
-// same collective on every rank), op, element count, dtype, communicator,
-// the step, enqueue/start/end times (this process's monotonic clock, plus
+// Each entry: the collective's number (the Heartbeat's: equal numbers in one
+// group are the same collective on every member), its group ("world",
+// "tp[0-1]": dist/group.h), op, element count, dtype, communicator, the
+// peer of a point-to-point message (numbered per peer and direction), the
+// step, enqueue/start/end times (this process's monotonic clock, plus
 // the wall clock of the dump to relate ranks) and state (started, completed).
 // The communicators record (MpiComm, NcclComm); the file is written by dump() to
 // RUN_DIR/flight-RANK.json (set_path, by the trainer) when the watchdog
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "dist/group.h"
 
 namespace hpc::dist {
 
@@ -46,13 +49,22 @@ class FlightRecorder {
     const char* comm = "";  // a string literal: "mpi", "nccl"
     int64_t step = 0;
     double enqueue_s = 0, start_s = 0, end_s = 0;
+    GroupKind group = GroupKind::World;
+    int32_t peer = -1;   // send / recv: the other rank (world rank)
+    uint64_t order = 0;  // 1 for the first entry ever recorded, 2 for the next, …
   };
 
-  void started(uint64_t seq, CollOp op, int64_t count, DType dtype, const char* comm, int64_t step);
-  void completed(uint64_t seq);
+  void started(uint64_t seq, CollOp op, int64_t count, DType dtype, const char* comm, int64_t step,
+               GroupKind group = GroupKind::World, int peer = -1);
+  // Collective #seq of `group` completed; a message: send / recv #seq to / from `peer`.
+  void completed(uint64_t seq, GroupKind group = GroupKind::World, CollOp p2p = CollOp{}, int peer = -1);
 
-  // The completed entries with a number above `seq`, oldest first (timelines: train/trace.h).
-  std::vector<Entry> completed_after(uint64_t seq);
+  // The completed entries recorded after entry number `order`, oldest first (timelines: train/trace.h).
+  std::vector<Entry> completed_after(uint64_t order);
+
+  // How the files name this rank's group of `kind` ("tp[0-1]"); "world" until set (dist::Grid sets them).
+  void set_group_name(GroupKind kind, const std::string& name);
+  std::string group_name(GroupKind kind) const;
 
   // Where dump() writes (empty: nowhere), and what the file says about this rank.
   void set_path(const std::string& path, int rank, const std::string& host);
@@ -67,7 +79,10 @@ class FlightRecorder {
   bool dump_in_signal(const char* reason) noexcept;
 
  private:
-  std::mutex mu_;
+  static constexpr size_t GROUP_NAME_BYTES = 96;
+  // Fixed buffers, so that dump_in_signal reads them without a lock or an allocation.
+  std::array<std::array<char, GROUP_NAME_BYTES>, GROUP_KINDS> group_names_{};
+  mutable std::mutex mu_;
   std::array<Entry, CAPACITY> ring_{};
   uint64_t recorded_ = 0;  // entries ever recorded; the newest is at (recorded_ - 1) % CAPACITY
   std::string path_, host_;

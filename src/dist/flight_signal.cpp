@@ -124,9 +124,18 @@ bool FlightRecorder::dump_in_signal(const char* reason) noexcept {
     const Entry& e = ring_[i % CAPACITY];
     t.str("  {\"seq\": ");
     t.u64(e.seq);
-    t.str(", \"op\": \"");
+    t.str(", \"group\": \"");
+    const auto& group = group_names_[static_cast<size_t>(e.group)];
+    t.str(group[0] != '\0' ? group.data() : group_kind_name(e.group));
+    t.str("\", \"op\": \"");
     t.str(coll_op_name(static_cast<CollOp>(e.op)));
-    t.str("\", \"count\": ");
+    if (is_p2p(static_cast<CollOp>(e.op))) {
+      t.str("\", \"peer\": ");
+      t.i64(e.peer);
+      t.str(", \"count\": ");
+    } else {
+      t.str("\", \"count\": ");
+    }
     t.i64(e.count);
     t.str(", \"dtype\": \"");
     t.str(dtype_name(e.dtype));

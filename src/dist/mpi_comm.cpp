@@ -90,7 +90,7 @@ class MpiAllreduceRequest final : public Request {
     algo_.reset();  // cancels what is still posted (unwinding from a failure), under the lock
   }
   void wait() override {
-    comm_.wait_until([this] { return done_.load(); }, seq_, CollOp::Allreduce);
+    comm_.wait_until([this] { return done_.load(); }, comm_.point(seq_, CollOp::Allreduce));
   }
   bool test() override {
     if (!done_) comm_.progress();
@@ -142,12 +142,20 @@ class MpiAllreduceRequest final : public Request {
   bool retired_ = false;
 };
 
-MpiComm::MpiComm(MPI_Comm comm, double timeout_s, Heartbeat* hb, HangHandler* hang, bool progress_thread)
-    : timeout_s_(timeout_s), hb_(hb), hang_(hang) {
+MpiComm::MpiComm(MPI_Comm comm, double timeout_s, Heartbeat* hb, HangHandler* hang, bool progress_thread,
+                 GroupTag tag)
+    : timeout_s_(timeout_s), hb_(hb), hang_(hang), tag_(std::move(tag)) {
   mpiCheck(MPI_Comm_dup(comm, &comm_));
   MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   mpiCheck(MPI_Comm_rank(comm_, &rank_));
   mpiCheck(MPI_Comm_size(comm_, &size_));
+  if (tag_.ranks.empty()) tag_ = GroupTag::world(size_);  // the default: this communicator is the world
+  HPC_ASSERT(static_cast<int>(tag_.ranks.size()) == size_, "MpiComm: the group's ranks are not its size");
+  // Messages (send/recv) on a communicator of their own: their tags never meet the allreduces'.
+  mpiCheck(MPI_Comm_dup(comm_, &p2p_comm_));
+  MPI_Comm_set_errhandler(p2p_comm_, MPI_ERRORS_RETURN);
+  sends_.assign(static_cast<size_t>(size_), 0);
+  recvs_.assign(static_cast<size_t>(size_), 0);
   void* ub = nullptr;
   int found = 0;
   MPI_Comm_get_attr(comm_, MPI_TAG_UB, &ub, &found);
@@ -172,6 +180,7 @@ MpiComm::MpiComm(MPI_Comm comm, double timeout_s, Heartbeat* hb, HangHandler* ha
   }
   MPI_Comm_free(&local);
   set_test_node_size(0);
+  progress_ = progress_thread;
   if (progress_thread && size_ > 1) helper_ = std::thread([this] { helper_loop(); });
 }
 
@@ -182,7 +191,23 @@ MpiComm::~MpiComm() {
   }
   work_cv_.notify_all();
   if (helper_.joinable()) helper_.join();
+  if (p2p_comm_ != MPI_COMM_NULL) MPI_Comm_free(&p2p_comm_);
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+std::unique_ptr<Communicator> MpiComm::split(int color, int key, const GroupTag& tag) {
+  MPI_Comm sub = MPI_COMM_NULL;
+  mpiCheck(MPI_Comm_split(comm_, color < 0 ? MPI_UNDEFINED : color, key, &sub));
+  if (sub == MPI_COMM_NULL) return nullptr;
+  int n = 0;
+  mpiCheck(MPI_Comm_size(sub, &n));
+  std::unique_ptr<Communicator> out;
+  if (n == 1)
+    out = std::make_unique<SelfComm>(tag);
+  else
+    out = std::make_unique<MpiComm>(sub, timeout_s_, hb_, hang_, progress_ && tag.kind == GroupKind::Dp, tag);
+  MPI_Comm_free(&sub);  // the new communicator works on its own duplicate
+  return out;
 }
 
 void MpiComm::set_test_node_size(int ranks_per_node) {
@@ -246,23 +271,31 @@ std::optional<MpiComm::Failure> MpiComm::advance_all_locked() {
 
 uint64_t MpiComm::begin_collective(CollOp op, int64_t count, DType dtype) {
   if (hb_ == nullptr) return ++local_seq_;
-  const uint64_t seq = hb_->start();
-  hb_->flight().started(seq, op, count, dtype, "mpi", hb_->step());
+  const uint64_t seq = hb_->start(tag_.kind);
+  hb_->flight().started(seq, op, count, dtype, "mpi", hb_->step(), tag_.kind);
   return seq;
 }
 
 void MpiComm::end_collective(uint64_t seq) {
-  if (hb_ != nullptr) hb_->flight().completed(seq);
+  if (hb_ != nullptr) hb_->flight().completed(seq, tag_.kind);
 }
 
-void MpiComm::fail(uint64_t seq, CollOp op, const std::string& reason) {
+void MpiComm::fail(const WaitPoint& at, const std::string& reason) {
   // Still "waiting" while the ranks compare notes, and after: a peer whose own deadline fires a moment
   // later must still find this rank in #seq (the front), or it would take itself for the reporter and
   // print a second report while this one's is on its way out. The PeerError ends the job; the next
   // collective's wait_begin (in a test that goes on) sets the state afresh.
-  std::string what = hang_ != nullptr ? hang_->explain(seq, op, reason)
-                                      : "collective #" + std::to_string(seq) + " (" + coll_op_name(op) +
-                                            ") " + reason + ": a peer rank is dead or stuck";
+  std::string what;
+  if (hang_ != nullptr)
+    what = hang_->explain(tag_, at, reason);
+  else if (is_p2p(at.op))
+    what = std::string(coll_op_name(at.op)) + " #" + std::to_string(at.seq) +
+           (at.op == CollOp::Send ? " to" : " from") + " rank " + std::to_string(at.peer) + " of " +
+           tag_.name + " " + reason + ": the peer rank is dead or stuck";
+  else
+    what = "collective #" + std::to_string(at.seq) +
+           (tag_.kind == GroupKind::World ? "" : " of " + tag_.name) + " (" + coll_op_name(at.op) + ") " +
+           reason + ": a peer rank is dead or stuck";
   throw PeerError(what);
 }
 
@@ -272,13 +305,13 @@ void MpiComm::progress() {
     std::lock_guard<std::mutex> lock(mu_);
     failure = advance_all_locked();
   }
-  if (failure) fail(failure->seq, CollOp::Allreduce, failure->reason);
+  if (failure) fail(point(failure->seq, CollOp::Allreduce), failure->reason);
 }
 
-void MpiComm::wait_until(const std::function<bool()>& done, uint64_t seq, CollOp op) {
+void MpiComm::wait_until(const std::function<bool()>& done, const WaitPoint& at) {
   progress();
   if (done()) return;
-  if (hb_ != nullptr) hb_->wait_begin(seq, op);
+  if (hb_ != nullptr) hb_->wait_begin(at);
   // While this thread polls, the progress thread stands aside: two threads polling one core compete.
   struct Polling {
     MpiComm& c;
@@ -291,7 +324,7 @@ void MpiComm::wait_until(const std::function<bool()>& done, uint64_t seq, CollOp
     if (done()) break;
     const double waited = monotonic_seconds() - t0;
     if (waited > timeout_s_)
-      fail(seq, op,
+      fail(at,
            "did not complete within " + std::to_string(static_cast<int>(timeout_s_)) + " s (dist.timeout)");
     // Spin while a peer is likely microseconds away, then yield the core (ranks may share cores),
     // then sleep: a rank that waits seconds for a slow peer should not burn a core doing it.
@@ -304,16 +337,15 @@ void MpiComm::wait_until(const std::function<bool()>& done, uint64_t seq, CollOp
   if (hb_ != nullptr) hb_->wait_end();
 }
 
-void MpiComm::wait_all(std::vector<MPI_Request>& reqs, uint64_t seq, CollOp op) {
+void MpiComm::wait_all(std::vector<MPI_Request>& reqs, const WaitPoint& at) {
   wait_until(
       [&] {
         int flag = 0;
         int rc = MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &flag, MPI_STATUSES_IGNORE);
-        if (rc != MPI_SUCCESS)
-          fail(seq, op, std::string("failed: ") + MpiCallFailed(rc, "MPI_Testall").what());
+        if (rc != MPI_SUCCESS) fail(at, std::string("failed: ") + MpiCallFailed(rc, "MPI_Testall").what());
         return flag != 0;
       },
-      seq, op);
+      at);
 }
 
 void MpiComm::allreduce(const Tensor& buf, ReduceOp op) { start_allreduce(buf, op, false)->wait(); }
@@ -382,10 +414,11 @@ std::unique_ptr<Request> MpiComm::allgather_shards_async(const Tensor& buf,
   int rc =
       MPI_Iallgatherv(MPI_IN_PLACE, 0, type, buf.raw(), counts.data(), displs.data(), type, comm_, &reqs[0]);
   if (rc != MPI_SUCCESS)
-    fail(seq, CollOp::Allgather, std::string("failed: ") + MpiCallFailed(rc, "MPI_Iallgatherv").what());
+    fail(point(seq, CollOp::Allgather),
+         std::string("failed: ") + MpiCallFailed(rc, "MPI_Iallgatherv").what());
   return std::make_unique<MpiPlainRequest>(
       [this, seq](std::vector<MPI_Request>& r) {
-        wait_all(r, seq, CollOp::Allgather);
+        wait_all(r, point(seq, CollOp::Allgather));
         end_collective(seq);
       },
       std::move(reqs));
@@ -426,22 +459,23 @@ std::unique_ptr<Request> MpiComm::start_native(const Tensor& buf, ReduceOp op,
       if (op == ReduceOp::Avg) backend_divide(base + static_cast<size_t>(lo) * es, n, dtype, size_);
     };
     if (rc != MPI_SUCCESS)
-      fail(seq, CollOp::Allreduce, std::string("failed: ") + MpiCallFailed(rc, "MPI_Ireduce_scatter").what());
+      fail(point(seq, CollOp::Allreduce),
+           std::string("failed: ") + MpiCallFailed(rc, "MPI_Ireduce_scatter").what());
     return std::make_unique<MpiPlainRequest>(
         [this, seq](std::vector<MPI_Request>& r) {
-          wait_all(r, seq, CollOp::Allreduce);
+          wait_all(r, point(seq, CollOp::Allreduce));
           end_collective(seq);
         },
         std::move(reqs), then);
   }
   if (rc != MPI_SUCCESS)
-    fail(seq, CollOp::Allreduce, std::string("failed: ") + MpiCallFailed(rc, "MPI_Iallreduce").what());
+    fail(point(seq, CollOp::Allreduce), std::string("failed: ") + MpiCallFailed(rc, "MPI_Iallreduce").what());
   auto then = [base, n, op, this, dtype = buf.dtype()] {
     if (op == ReduceOp::Avg) backend_divide(base, n, dtype, size_);
   };
   return std::make_unique<MpiPlainRequest>(
       [this, seq](std::vector<MPI_Request>& r) {
-        wait_all(r, seq, CollOp::Allreduce);
+        wait_all(r, point(seq, CollOp::Allreduce));
         end_collective(seq);
       },
       std::move(reqs), then);
@@ -460,7 +494,7 @@ std::unique_ptr<Request> MpiComm::start_allreduce(const Tensor& buf, ReduceOp op
     r = std::make_unique<MpiAllreduceRequest>(*this, buf, op, seq, tag, background, bounds);
     wake = background && background_ == 1;  // the helper sleeps until there is background work
   } catch (const MpiCallFailed& e) {
-    fail(seq, CollOp::Allreduce, std::string("failed: ") + e.what());
+    fail(point(seq, CollOp::Allreduce), std::string("failed: ") + e.what());
   }
   if (wake) work_cv_.notify_one();
   progress();
@@ -477,10 +511,10 @@ void MpiComm::broadcast(const Tensor& buf, int root) {
     MPI_Request req;
     int rc = MPI_Ibcast(p + off * static_cast<int64_t>(dtype_size(buf.dtype())), n, type, root, comm_, &req);
     if (rc != MPI_SUCCESS)
-      fail(seq, CollOp::Broadcast, std::string("failed: ") + MpiCallFailed(rc, "MPI_Ibcast").what());
+      fail(point(seq, CollOp::Broadcast), std::string("failed: ") + MpiCallFailed(rc, "MPI_Ibcast").what());
     reqs.push_back(req);
   }
-  wait_all(reqs, seq, CollOp::Broadcast);
+  wait_all(reqs, point(seq, CollOp::Broadcast));
   end_collective(seq);
 }
 
@@ -497,8 +531,8 @@ void MpiComm::allgather(const Tensor& send, const Tensor& recv) {
   int rc = MPI_Iallgather(send.raw(), static_cast<int>(send.count()), type, recv.raw(),
                           static_cast<int>(send.count()), type, comm_, &reqs[0]);
   if (rc != MPI_SUCCESS)
-    fail(seq, CollOp::Allgather, std::string("failed: ") + MpiCallFailed(rc, "MPI_Iallgather").what());
-  wait_all(reqs, seq, CollOp::Allgather);
+    fail(point(seq, CollOp::Allgather), std::string("failed: ") + MpiCallFailed(rc, "MPI_Iallgather").what());
+  wait_all(reqs, point(seq, CollOp::Allgather));
   end_collective(seq);
 }
 
@@ -507,8 +541,8 @@ void MpiComm::barrier() {
   std::vector<MPI_Request> reqs(1);
   int rc = MPI_Ibarrier(comm_, &reqs[0]);
   if (rc != MPI_SUCCESS)
-    fail(seq, CollOp::Barrier, std::string("failed: ") + MpiCallFailed(rc, "MPI_Ibarrier").what());
-  wait_all(reqs, seq, CollOp::Barrier);
+    fail(point(seq, CollOp::Barrier), std::string("failed: ") + MpiCallFailed(rc, "MPI_Ibarrier").what());
+  wait_all(reqs, point(seq, CollOp::Barrier));
   end_collective(seq);
 }
 
@@ -520,8 +554,8 @@ std::vector<std::string> MpiComm::gather_text(const std::string& mine, int root)
   std::vector<MPI_Request> reqs(1);
   int rc = MPI_Igather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, root, comm_, &reqs[0]);
   if (rc != MPI_SUCCESS)
-    fail(seq, CollOp::Gather, std::string("failed: ") + MpiCallFailed(rc, "MPI_Igather").what());
-  wait_all(reqs, seq, CollOp::Gather);
+    fail(point(seq, CollOp::Gather), std::string("failed: ") + MpiCallFailed(rc, "MPI_Igather").what());
+  wait_all(reqs, point(seq, CollOp::Gather));
   std::vector<int> displs(static_cast<size_t>(size_), 0);
   int64_t total = 0;
   for (int r = 0; r < size_; ++r) {
@@ -533,8 +567,8 @@ std::vector<std::string> MpiComm::gather_text(const std::string& mine, int root)
   rc = MPI_Igatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, root, comm_,
                     &reqs[0]);
   if (rc != MPI_SUCCESS)
-    fail(seq, CollOp::Gather, std::string("failed: ") + MpiCallFailed(rc, "MPI_Igatherv").what());
-  wait_all(reqs, seq, CollOp::Gather);
+    fail(point(seq, CollOp::Gather), std::string("failed: ") + MpiCallFailed(rc, "MPI_Igatherv").what());
+  wait_all(reqs, point(seq, CollOp::Gather));
   end_collective(seq);
   std::vector<std::string> out;
   if (rank_ != root) return out;

@@ -33,7 +33,11 @@
 // throws (an MPI failure it sees is reported by the next wait or test).
 //
 // Works on its own duplicate of the given communicator, so its messages
-// never match anyone else's. The collectives are called from one thread.
+// never match anyone else's, and sends and receives (the pipeline's
+// messages, mpi_p2p.cpp) on a second one, so that their tags never meet the
+// allreduces'. The collectives are called from one thread. Its collectives
+// are numbered in its group (dist/group.h; the world by default), its
+// messages per peer and direction (dist/heartbeat.h).
 #pragma once
 
 #include <mpi.h>
@@ -62,9 +66,9 @@ class MpiAllreduceRequest;
 class MpiComm final : public Communicator {
  public:
   // Collective over comm. hb (collective numbers) and hang (timeout reports) may be null;
-  // progress_thread needs MPI_THREAD_MULTIPLE.
+  // progress_thread needs MPI_THREAD_MULTIPLE. tag: the group comm spans (empty ranks: the world).
   MpiComm(MPI_Comm comm, double timeout_s, Heartbeat* hb = nullptr, HangHandler* hang = nullptr,
-          bool progress_thread = false);
+          bool progress_thread = false, GroupTag tag = GroupTag());
   ~MpiComm() override;
   MpiComm(const MpiComm&) = delete;
   MpiComm& operator=(const MpiComm&) = delete;
@@ -72,6 +76,13 @@ class MpiComm final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "mpi"; }
+  const GroupTag& group() const override { return tag_; }
+  // MPI_Comm_split; the new communicator has the progress thread when this one has it or it is a dp
+  // group (gradient buckets), and its own numbering (tag).
+  std::unique_ptr<Communicator> split(int color, int key, const GroupTag& tag) override;
+  // MPI_Isend / MPI_Irecv (pieces of at most max_message elements), waited for against dist.timeout.
+  std::unique_ptr<Request> send_async(const Tensor& buf, int peer) override;
+  std::unique_ptr<Request> recv_async(const Tensor& buf, int peer) override;
   void set_timeout(double seconds) { timeout_s_ = seconds; }
   double timeout() const { return timeout_s_; }
   // Largest element count of one MPI message: INT_MAX (MPI counts are int); larger
@@ -109,11 +120,17 @@ class MpiComm final : public Communicator {
   // A collective starts / completes: its number, and the flight record (flight_recorder.h).
   uint64_t begin_collective(CollOp op, int64_t count, DType dtype);
   void end_collective(uint64_t seq);
+  // Collective #seq of this communicator's group.
+  WaitPoint point(uint64_t seq, CollOp op) const { return {seq, op, tag_.kind, -1}; }
+  // A message to (Send) or from (Recv) group rank peer: its number and flight record; then its end.
+  WaitPoint begin_message(CollOp op, const Tensor& buf, int peer);
+  void end_message(const WaitPoint& at);
+  std::unique_ptr<Request> start_message(CollOp op, const Tensor& buf, int peer);
   std::unique_ptr<Request> start_allreduce(const Tensor& buf, ReduceOp op, bool background,
                                            const std::vector<int64_t>* bounds = nullptr);
-  void wait_until(const std::function<bool()>& done, uint64_t seq, CollOp op);
-  void wait_all(std::vector<MPI_Request>& reqs, uint64_t seq, CollOp op);
-  [[noreturn]] void fail(uint64_t seq, CollOp op, const std::string& reason);
+  void wait_until(const std::function<bool()>& done, const WaitPoint& at);
+  void wait_all(std::vector<MPI_Request>& reqs, const WaitPoint& at);
+  [[noreturn]] void fail(const WaitPoint& at, const std::string& reason);
   struct Failure {
     uint64_t seq;
     std::string reason;
@@ -122,11 +139,15 @@ class MpiComm final : public Communicator {
   std::optional<Failure> advance_all_locked();
   void helper_loop();
 
-  MPI_Comm comm_ = MPI_COMM_NULL;  // our duplicate
+  MPI_Comm comm_ = MPI_COMM_NULL;      // our duplicate
+  MPI_Comm p2p_comm_ = MPI_COMM_NULL;  // another, for sends and receives
   int rank_ = 0, size_ = 1;
   double timeout_s_;
   Heartbeat* hb_;
   HangHandler* hang_;
+  GroupTag tag_;
+  bool progress_ = false;                // a progress thread was asked for (MPI_THREAD_MULTIPLE)
+  std::vector<uint64_t> sends_, recvs_;  // messages started, per group rank of the peer
   int64_t max_msg_ = INT_MAX;
   bool native_ = false;
   std::unique_ptr<Request> start_native(const Tensor& buf, ReduceOp op, const std::vector<int64_t>* bounds);

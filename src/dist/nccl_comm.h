@@ -19,6 +19,13 @@
 // flight; on an NCCL error or a timeout it calls ncclCommAbort (which also
 // unblocks a main thread waiting on the stream), then on_fatal, which
 // reports which rank is behind and ends the job with MPI_Abort, exit 3.
+//
+// The grid's groups (dist/grid.h) are split from the world's communicator
+// with ncclCommSplit (non-blocking too, polled against dist.timeout); each
+// keeps its group's numbering and name (dist/group.h) and its own watchdog.
+// Sends and receives (the pipeline's) are ncclSend / ncclRecv, several in
+// one ncclGroupStart/End (message_group), on the same stream and with the
+// same event and deadline bookkeeping as the collectives.
 #pragma once
 
 #include <cstdint>
@@ -34,12 +41,13 @@ namespace hpc::dist {
 struct NcclSetup {
   Communicator* host = nullptr;  // MPI over the same ranks: carries the unique id
   int rank = 0, world = 1;
+  GroupTag tag;             // the group it spans (empty ranks: the world of `world` ranks)
   int device = 0;           // CUDA device index of this rank
   double timeout_s = 300;   // dist.timeout, per collective
   Heartbeat* hb = nullptr;  // collective numbers for hang reports (may be null)
-  // NCCL failed or a collective timed out (NCCL already aborted): report and end the job.
-  // Called from the main thread or the watchdog thread; must not return.
-  std::function<void(uint64_t seq, CollOp op, const std::string& reason)> on_fatal;
+  // NCCL failed or a collective (or message) of `group` timed out at `at` (NCCL already aborted):
+  // report and end the job. Called from the main thread or the watchdog thread; must not return.
+  std::function<void(const GroupTag& group, const WaitPoint& at, const std::string& reason)> on_fatal;
   // cudaStream_t the buffers are written on, and the one the collectives run on;
   // null = the CUDA backend's compute and comm streams (backend/cuda/context.h).
   void* compute_stream = nullptr;

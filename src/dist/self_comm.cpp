@@ -1,5 +1,6 @@
 // SelfComm: the communicator of a one-process run.
 #include "backend/ops.h"
+#include "core/error.h"
 #include "dist/communicator.h"
 
 namespace hpc::dist {
@@ -14,6 +15,16 @@ class DoneRequest final : public Request {
 
 std::unique_ptr<Request> SelfComm::allreduce_async(const Tensor&, ReduceOp) {
   return std::make_unique<DoneRequest>();
+}
+
+std::unique_ptr<Request> SelfComm::send_async(const Tensor&, int peer) {
+  throw Error(EXIT_INTERNAL,
+              "send to rank " + std::to_string(peer) + " of a one-rank group (" + tag_.name + ")");
+}
+
+std::unique_ptr<Request> SelfComm::recv_async(const Tensor&, int peer) {
+  throw Error(EXIT_INTERNAL,
+              "receive from rank " + std::to_string(peer) + " of a one-rank group (" + tag_.name + ")");
 }
 
 void SelfComm::allgather(const Tensor& send, const Tensor& recv) {

@@ -26,9 +26,11 @@ constexpr double BACKSTOP_EXTRA_S = 10.0;
 // The answer to "where are you?": the Heartbeat, fixed-size (same binary on every rank).
 struct Watchdog::StateMsg {
   int64_t step;
-  uint64_t started;
+  uint64_t started[GROUP_KINDS];
   uint64_t waiting_on;
   int32_t waiting_op;
+  int32_t waiting_group;
+  int32_t waiting_peer;
   int32_t pad;
   double state_s;
 };
@@ -40,6 +42,7 @@ Watchdog::Watchdog(MPI_Comm world, std::vector<PeerInfo> peers, Heartbeat& hb, d
   mpiCheck(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
   mpiCheck(MPI_Comm_rank(comm_, &rank_));
   mpiCheck(MPI_Comm_size(comm_, &size_));
+  shape_ = GridShape{size_, 1, 1};
   if (with_thread_ && size_ > 1) {
     install_flight_signal();  // SIGUSR2: this thread writes the flight record
     thread_ = std::thread([this] { serve(); });
@@ -71,9 +74,16 @@ void Watchdog::serve() {
     int flag = 0;
     MPI_Status st;
     if (MPI_Test(&incoming, &flag, &st) == MPI_SUCCESS && flag) {
-      auto msg = std::make_unique<StateMsg>(StateMsg{hb_.step(), hb_.started(), hb_.waiting_on(),
-                                                     static_cast<int32_t>(hb_.waiting_op()), 0,
-                                                     hb_.state_seconds()});
+      auto msg = std::make_unique<StateMsg>();
+      msg->step = hb_.step();
+      for (int g = 0; g < GROUP_KINDS; ++g) msg->started[g] = hb_.started(static_cast<GroupKind>(g));
+      const WaitPoint w = hb_.waiting();
+      msg->waiting_on = w.seq;
+      msg->waiting_op = static_cast<int32_t>(w.op);
+      msg->waiting_group = static_cast<int32_t>(w.group);
+      msg->waiting_peer = w.peer;
+      msg->pad = 0;
+      msg->state_s = hb_.state_seconds();
       MPI_Request r;
       if (MPI_Isend(msg.get(), sizeof(StateMsg), MPI_BYTE, st.MPI_SOURCE, TAG_STATE, comm_, &r) ==
           MPI_SUCCESS)
@@ -112,14 +122,24 @@ void Watchdog::serve() {
   }
 }
 
+void Watchdog::set_shape(const GridShape& shape) {
+  std::lock_guard<std::mutex> lock(shape_mu_);
+  shape_ = shape;
+}
+
 void Watchdog::backstop() {
-  const uint64_t seq = hb_.waiting_on();
+  const WaitPoint at = hb_.waiting();
   // While the main thread explains, this thread must stay free to answer the other ranks.
-  if (seq == 0 || explaining_ || hb_.state_seconds() < timeout_s_.load() + BACKSTOP_EXTRA_S) return;
+  if (at.seq == 0 || explaining_ || hb_.state_seconds() < timeout_s_.load() + BACKSTOP_EXTRA_S) return;
   // The main thread's own deadline should have fired long ago (it polls); it is blocked somewhere that does
   // not.
+  GroupTag group;
+  {
+    std::lock_guard<std::mutex> lock(shape_mu_);
+    group = GroupTag::of(shape_, at.group, rank_);
+  }
   std::string text =
-      explain(seq, hb_.waiting_op(),
+      explain(group, at,
               "did not complete within " + std::to_string(static_cast<int>(timeout_s_.load())) +
                   " s (dist.timeout; ended by the watchdog)");
   std::fprintf(stderr, "hpctrain: error on rank %d: %s\n", rank_, text.c_str());
@@ -132,9 +152,13 @@ std::vector<PeerState> Watchdog::ask_everyone() {
   PeerState& mine = states[static_cast<size_t>(rank_)];
   mine.answered = true;
   mine.step = hb_.step();
-  mine.started = hb_.started();
-  mine.waiting_on = hb_.waiting_on();
-  mine.waiting_op = hb_.waiting_op();
+  for (int g = 0; g < GROUP_KINDS; ++g)
+    mine.started[static_cast<size_t>(g)] = hb_.started(static_cast<GroupKind>(g));
+  const WaitPoint w = hb_.waiting();
+  mine.waiting_on = w.seq;
+  mine.waiting_op = w.op;
+  mine.waiting_group = w.group;
+  mine.waiting_peer = w.peer;
   mine.state_s = hb_.state_seconds();
 
   std::vector<StateMsg> answers(static_cast<size_t>(size_));
@@ -164,9 +188,11 @@ std::vector<PeerState> Watchdog::ask_everyone() {
       PeerState& s = states[static_cast<size_t>(q)];
       s.answered = true;
       s.step = a.step;
-      s.started = a.started;
+      for (size_t g = 0; g < GROUP_KINDS; ++g) s.started[g] = a.started[g];
       s.waiting_on = a.waiting_on;
       s.waiting_op = static_cast<CollOp>(a.waiting_op);
+      s.waiting_group = static_cast<GroupKind>(a.waiting_group);
+      s.waiting_peer = a.waiting_peer;
       s.state_s = a.state_s;
       --missing;
     }
@@ -189,15 +215,28 @@ std::vector<PeerState> Watchdog::ask_everyone() {
   return states;
 }
 
-std::string Watchdog::explain(uint64_t seq, CollOp op, const std::string& reason) {
+std::string Watchdog::explain(const GroupTag& group_in, const WaitPoint& at, const std::string& reason) {
   explaining_ = true;
   std::lock_guard<std::mutex> lock(explain_mu_);
   if (explained_) return *explained_;
   const bool asked = with_thread_ && size_ > 1;
   std::vector<PeerState> states = asked ? ask_everyone() : std::vector<PeerState>(static_cast<size_t>(size_));
-  HangReport rep = describe_hang(rank_, seq, op, hb_.step(), reason, peers_, states, asked);
+  GridShape shape;
+  {
+    std::lock_guard<std::mutex> shape_lock(shape_mu_);
+    shape = shape_;
+  }
+  if (shape.world() != size_) shape = GridShape{size_, 1, 1};
+  const GroupTag group = group_in.kind == GroupKind::World ? GroupTag::world(size_) : group_in;
+  HangReport rep = describe_hang(rank_, group, at, hb_.step(), reason, peers_, states, asked, shape);
   const std::string& flight = hb_.flight().path();
-  if (hb_.flight().dump("collective #" + std::to_string(seq) + " (" + coll_op_name(op) + ") " + reason)) {
+  const std::string what = is_p2p(at.op) ? std::string(coll_op_name(at.op)) + " #" + std::to_string(at.seq) +
+                                               (at.op == CollOp::Send ? " to" : " from") + " rank " +
+                                               std::to_string(at.peer) + " of " + group.name
+                                         : "collective #" + std::to_string(at.seq) +
+                                               (group.kind == GroupKind::World ? "" : " of " + group.name) +
+                                               " (" + coll_op_name(at.op) + ")";
+  if (hb_.flight().dump(what + " " + reason)) {
     const std::string dir = flight.substr(0, flight.rfind('/') + 1);
     rep.text += "; flight records: " + dir + "flight-RANK.json (hpctrain doctor --flight " +
                 (dir.empty() ? std::string(".") : dir.substr(0, dir.size() - 1)) + ")";

@@ -52,8 +52,11 @@ class Watchdog final : public HangHandler {
   Watchdog& operator=(const Watchdog&) = delete;
 
   void set_timeout(double seconds) { timeout_s_.store(seconds); }
+  // The grid (dist/grid.h), so that a report names the groups other ranks wait in. Set once, during set-up.
+  void set_shape(const GridShape& shape);
   // Queries the other ranks and returns the report text; non-reporters pause first (see above).
-  std::string explain(uint64_t seq, CollOp op, const std::string& reason) override;
+  using HangHandler::explain;
+  std::string explain(const GroupTag& group, const WaitPoint& at, const std::string& reason) override;
 
  private:
   struct StateMsg;
@@ -65,6 +68,8 @@ class Watchdog final : public HangHandler {
   int rank_ = 0, size_ = 1;
   std::vector<PeerInfo> peers_;
   Heartbeat& hb_;
+  std::mutex shape_mu_;
+  GridShape shape_;
   std::atomic<double> timeout_s_;
   bool with_thread_;
 

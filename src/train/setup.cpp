@@ -68,10 +68,12 @@ Device resolve_rank_device(DeviceChoice want, dist::Context& ctx) {
   return device;
 }
 
-Trainer::Trainer(const Config& cfg, dist::Context& ctx)
+Trainer::Trainer(const Config& cfg, dist::Context& ctx, dist::Grid& grid)
     : cfg_(cfg),
       ctx_(ctx),
+      grid_(grid),
       comm_(ctx.host_comm()),
+      dp_comm_(grid.host(dist::GroupKind::Dp)),
       deadline_(cfg.train.time_limit, std::getenv("SLURM_JOB_END_TIME"), Clock::now(),
                 static_cast<double>(std::time(nullptr))) {
   choose_device();
@@ -89,19 +91,25 @@ Trainer::~Trainer() = default;
 void Trainer::choose_device() {
   device_ = resolve_rank_device(cfg_.train.device, ctx_);
   ctx_.check_backend(device_);  // dist.backend must suit the device: nccl on a CPU run is a one-line error
+  if (grid_.pp() > 1)
+    throw UserError("dist.pp " + std::to_string(grid_.pp()) +
+                    ": pipeline parallelism is not part of this hpctrain yet (use --dist.pp 1)");
   // Gradients (and everything else that lives on the device: parameters, optimizer state,
   // SyncBatchNorm statistics) go through NCCL on GPUs, MPI on CPUs; host scalars always through comm_.
-  // With several GPU ranks this builds the NCCL communicator (and refuses two ranks on one GPU).
-  grad_comm_ = &ctx_.grad_comm(device_);
+  // With several GPU ranks this builds the NCCL communicators, the world's and its groups' (and
+  // refuses two ranks on one GPU).
+  grid_.use_device(device_);
+  grad_comm_ = &grid_.comm(dist::GroupKind::Dp, device_);
   blas_threads_ = backend::cpu::configure_threads(ctx_.info().local_size);
 }
 
 void Trainer::open_data() {
   data_ = open_run_data(cfg_);
+  // train.batch_size is one data-parallel replica's: the ranks of a tensor-parallel group share it.
   micro_batch_ = cfg_.train.batch_size;
-  global_batch_ = micro_batch_ * ctx_.world() * cfg_.train.accum_steps;
+  global_batch_ = micro_batch_ * grid_.dp() * cfg_.train.accum_steps;
   sampler_ = std::make_unique<data::DistributedSampler>(
-      data_.train->info().size, micro_batch_ * cfg_.train.accum_steps, ctx_.world(), ctx_.rank(),
+      data_.train->info().size, micro_batch_ * cfg_.train.accum_steps, grid_.dp(), grid_.dp_rank(),
       cfg_.train.seed, true,
       // drop_last = false pads the last global batch with masked rows: no sample is seen twice in an epoch.
       cfg_.data.drop_last ? data::PadMode::Drop : data::PadMode::Mask,
@@ -117,17 +125,22 @@ void Trainer::build_model() {
                                        MixedPrecision::model_dtype(cfg_.train.precision, device_),
                                        cfg_.train.seed, device_);
   task.check_output(model_->output_shape(), info);
+  if (grid_.tp() > 1)  // no layer splits itself over a tensor-parallel group yet
+    throw UserError("dist.tp " + std::to_string(grid_.tp()) + ": layer 0 '" + model_->layer_spec(0) +
+                    "' cannot be split over a tensor-parallel group (use --dist.tp 1)");
   // Fine-tuning: every rank loads (a failure is agreed in main.cpp); a resume then overrides it.
   if (!cfg_.model.init.empty()) init_note_ = init_model(*model_, cfg_.model.init, cfg_.model.init_skip);
   loss_ = task.make_loss(cfg_.train, info);
+  // Over the replicas (the data-parallel group): the ranks of a tensor-parallel group share a batch.
   const bool sync_bn =
-      cfg_.model.sync_bn == SyncBn::On || (cfg_.model.sync_bn == SyncBn::Auto && ctx_.world() > 1);
+      cfg_.model.sync_bn == SyncBn::On || (cfg_.model.sync_bn == SyncBn::Auto && grid_.dp() > 1);
   // The statistics live where the activations do: the gradient communicator reaches them.
   if (sync_bn) sum_over_replicas_ = dist::replica_sum(*grad_comm_);
 }
 
 void Trainer::sync_replicas() {
   if (ctx_.world() == 1) return;
+  // Every replica takes the first one's parameters (each tensor-parallel rank its own part).
   comm_for(model_->params()).broadcast(model_->params(), 0);
   for (auto& [name, t] : model_->buffers()) comm_for(t).broadcast(t, 0);
   check_same_model(comm_, *model_);
@@ -135,13 +148,14 @@ void Trainer::sync_replicas() {
 
 void Trainer::build_optimizer() {
   // After sync_replicas: a 16-bit run's fp32 master weights are copies of rank 0's parameters.
-  // dist.zero: master weights, fp32 gradients and optimizer state for this rank's shard only.
+  // dist.zero: master weights, fp32 gradients and optimizer state for this rank's shard only, sharded
+  // over the data-parallel group (the replicas of the same parameters).
   sharding_ =
-      std::make_unique<Sharding>(cfg_.dist.zero, ctx_.rank(), ctx_.world(), model_->num_params(), device_);
+      std::make_unique<Sharding>(cfg_.dist.zero, grid_.dp_rank(), grid_.dp(), model_->num_params(), device_);
   precision_ = std::make_unique<MixedPrecision>(cfg_.train.precision, device_, model_->params(),
                                                 model_->grads(), sharding_->lo(), sharding_->hi());
   if (sharding_->active())
-    precision_->set_count_over_ranks([this](double n) {
+    precision_->set_count_over_ranks([this](double n) {  // every rank of the grid skips a step, or none
       comm_.allreduce(Tensor::borrow(&n, Shape{1}, DType::F64), dist::ReduceOp::Max);
       return n;
     });
@@ -154,8 +168,8 @@ void Trainer::build_optimizer() {
 }
 
 void Trainer::build_reducer() {
-  if (ctx_.world() == 1) return;
-  std::vector<int64_t> cuts;  // buckets end at parameter boundaries: a tensor is never split
+  if (grid_.dp() == 1) return;  // one replica: no gradient to average
+  std::vector<int64_t> cuts;    // buckets end at parameter boundaries: a tensor is never split
   for (const nn::ParamInfo& p : model_->param_info()) cuts.push_back(p.offset);
   // ZeRO 1 reduce-scatters the buckets after backward, ZeRO 2 as backward completes them (dist.overlap).
   const bool overlap = sharding_->stage() == 1 ? false : cfg_.dist.overlap;

@@ -97,13 +97,14 @@ void Tracer::span_of(int64_t step, const char* cat, const std::string& name, dou
 
 void Tracer::take_collectives(dist::FlightRecorder& flight) {
   if (!enabled()) return;
-  for (const dist::FlightRecorder::Entry& e : flight.completed_after(taken_seq_)) {
-    taken_seq_ = e.seq > taken_seq_ ? e.seq : taken_seq_;
+  for (const dist::FlightRecorder::Entry& e : flight.completed_after(taken_order_)) {
+    taken_order_ = e.order > taken_order_ ? e.order : taken_order_;
     if (!traces(e.step)) continue;
-    char name[128];
-    std::snprintf(name, sizeof name, "%s #%" PRIu64 " (%" PRId64 " %s, %s)",
-                  dist::coll_op_name(static_cast<dist::CollOp>(e.op)), e.seq, e.count, dtype_name(e.dtype),
-                  e.comm);
+    const std::string group = e.group == dist::GroupKind::World ? "" : " of " + flight.group_name(e.group);
+    char name[224];
+    std::snprintf(name, sizeof name, "%s #%" PRIu64 "%s (%" PRId64 " %s, %s)",
+                  dist::coll_op_name(static_cast<dist::CollOp>(e.op)), e.seq, group.c_str(), e.count,
+                  dtype_name(e.dtype), e.comm);
     span_of(e.step, "comm", name, e.start_s, e.end_s, 1);
   }
 }

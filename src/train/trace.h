@@ -78,8 +78,8 @@ class Tracer {
   bool on_ = false, finished_ = false;
   int nvtx_depth_ = 0;  // NVTX ranges open on the trainer thread: 1 the step's, 2 a phase's too
   double origin_ = 0;
-  uint64_t taken_seq_ = 0;
-  std::string events_;  // this rank's events, JSON objects separated by ",\n"
+  uint64_t taken_order_ = 0;  // the flight record's entry number of the last collective taken
+  std::string events_;        // this rank's events, JSON objects separated by ",\n"
 };
 
 // One Chrome-trace file from every rank's events (`{…},\n{…}` each, as Tracer keeps them).

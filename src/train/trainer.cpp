@@ -51,6 +51,7 @@ void Trainer::print_header() {
                                  : grad_comm_->name() + " (gradients), " + comm_.name() + " (host)";
   std::printf("ranks: %d on %d node(s), communicator %s\n", ri.world, ri.num_nodes, comms.c_str());
   for (const auto& l : lines) std::printf("%s\n", l.c_str());
+  for (const std::string& l : grid_.lines()) std::printf("%s\n", l.c_str());
   std::printf("configuration:\n%s", to_ini(cfg_).c_str());
   std::printf("data: %s: %s", cfg_.data.path.c_str(), data_.train->describe().c_str());
   if (data_.val)
@@ -83,17 +84,23 @@ void Trainer::print_header() {
                 double(act.without_recompute - act.with_recompute) / 1048576.0);
   std::printf("\n");
   std::printf(
-      "batch: %lld per rank × %d ranks × %lld accumulation = %lld global; %lld steps/epoch, %lld steps\n",
-      static_cast<long long>(micro_batch_), ri.world, static_cast<long long>(cfg_.train.accum_steps),
-      static_cast<long long>(global_batch_), static_cast<long long>(steps_per_epoch_),
-      static_cast<long long>(total_steps_));
+      "batch: %lld per data-parallel replica × dp %d × %lld accumulation = %lld global%s; %lld steps/epoch, "
+      "%lld steps\n",
+      static_cast<long long>(micro_batch_), grid_.dp(), static_cast<long long>(cfg_.train.accum_steps),
+      static_cast<long long>(global_batch_),
+      grid_.tp() > 1
+          ? (" (the " + std::to_string(grid_.tp()) + " ranks of a tp group share their replica's batch)")
+                .c_str()
+          : "",
+      static_cast<long long>(steps_per_epoch_), static_cast<long long>(total_steps_));
   if (!lr_note_.empty()) std::printf("%s\n", lr_note_.c_str());
   if (!init_note_.empty()) std::printf("%s\n", init_note_.c_str());
   if (precision_->sixteen_bit())
     std::printf(
         "precision: %s activations, parameters and gradients; fp32 master weights and optimizer state%s\n",
         precision_->name(), precision_->loss_scale() != 1.0 ? "; dynamic loss scaling" : "");
-  if (sum_over_replicas_) std::printf("SyncBatchNorm: on (batch statistics over all %d ranks)\n", ri.world);
+  if (sum_over_replicas_)
+    std::printf("SyncBatchNorm: on (batch statistics over all %d data-parallel replicas)\n", grid_.dp());
   if (!sharding_->note().empty()) std::printf("%s\n", sharding_->note().c_str());
   std::printf("memory per rank: parameters %.2f MiB, gradients %.2f MiB, optimizer state %.2f MiB%s",
               double(model_->params().num_bytes()) / 1048576.0, grad_buffer_bytes() / 1048576.0,
@@ -138,13 +145,14 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
   if (train_loader_->position() != step_ * accum || train_loader_->end() != total_steps_ * accum)
     start_train_loader();
   // Real samples of this global batch per rank: the global batch, except a drop_last = false tail.
-  const double normalizer = static_cast<double>(sampler_->global_valid(batch)) / ctx_.world();
+  // The loss is averaged over the global batch: each replica's part of it (the tp group shares one).
+  const double normalizer = static_cast<double>(sampler_->global_valid(batch)) / grid_.dp();
   sharding_->zero_grads(model_->grads());
   nn::RunCtx rc;
   rc.training = true;
   rc.seed = cfg_.train.seed;
   rc.sum_over_replicas = sum_over_replicas_;
-  rc.rank = ctx_.rank();
+  rc.rank = grid_.dp_rank();  // dropout: a mask per replica, the same on every rank of its tp group
   if (tracer_->on())
     rc.on_layer = [this](size_t i, bool backward, double t0, double t1) {
       const int layer = static_cast<int>(i);
@@ -232,7 +240,7 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
   }
   // The norm over every rank's shard in a fixed order (train/sharding.h): the same bits for any
   // dist.zero; clipping scales this rank's gradients by the same factor as unsharded.
-  last_grad_norm_ = sharding_->grad_norm(precision_->optimizer_grads(), comm_);
+  last_grad_norm_ = sharding_->grad_norm(precision_->optimizer_grads(), dp_comm_);
   optim::clip_to_norm(precision_->optimizer_grads(), last_grad_norm_, cfg_.optim.clip_norm);
   if (!std::isfinite(last_grad_norm_))
     throw UserError("training diverged: the gradient norm is not finite at step " +
@@ -279,10 +287,11 @@ std::string Trainer::device_report() const {
 }
 
 void Trainer::log_step(int64_t epoch, const StepTimes& t, double window_s) {
-  // Loss and accuracy over the window, summed over ranks (one small allreduce).
+  // Loss and accuracy over the window, summed over the replicas (one small allreduce; the ranks of a
+  // tp group hold the same sums).
   double sums[3] = {win_loss_, win_count_, win_correct_};
   Tensor s = Tensor::borrow(sums, Shape{3}, DType::F64);
-  comm_.allreduce(s, dist::ReduceOp::Sum);
+  dp_comm_.allreduce(s, dist::ReduceOp::Sum);
   const double loss = sums[0] / std::max(1.0, sums[1]);
   const double steps = static_cast<double>(std::max<int64_t>(1, win_steps_));
   // The loss counts tokens for a language model: samples are windows of context() tokens.
@@ -329,7 +338,7 @@ EvalResult Trainer::evaluate() {
   in.loss = loss_.get();
   in.upload = upload_.get();
   in.loader = val_loader_.get();
-  in.comm = &comm_;
+  in.comm = &dp_comm_;  // the replicas share the split's rows out; a tp group evaluates the same rows
   in.rows = micro_batch_;
   in.seed = cfg_.train.seed;
   const data::SplitInfo& info = data_.val->info();

@@ -33,6 +33,7 @@
 #include "data/sampler.h"
 #include "dist/context.h"
 #include "dist/grad_reducer.h"
+#include "dist/grid.h"
 #include "nn/loss.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
@@ -50,8 +51,9 @@ namespace hpc::train {
 
 class Trainer {
  public:
-  // The set-up steps (setup.cpp). Throws UserError on bad input.
-  Trainer(const Config& cfg, dist::Context& ctx);
+  // The set-up steps (setup.cpp). Throws UserError on bad input. grid: the run's parallel grid
+  // (dist.tp, dist.pp; the rest data parallel), whose groups the trainer's collectives use.
+  Trainer(const Config& cfg, dist::Context& ctx, dist::Grid& grid);
   ~Trainer();
 
   // Versions, ranks, configuration, model summary (rank 0 prints; every rank must call).
@@ -123,13 +125,18 @@ class Trainer {
   // Every rank, once the traced steps are done (or the run ends): rank 0 writes log.trace.
   void finish_trace();
 
-  // The communicator that reaches t: the device one (NCCL) for GPU tensors, else comm_.
-  dist::Communicator& comm_for(const Tensor& t) { return t.device() == Device::CUDA ? *grad_comm_ : comm_; }
+  // The data-parallel group's communicator that reaches t: the device one (NCCL) for GPU tensors.
+  dist::Communicator& comm_for(const Tensor& t) { return grid_.comm(dist::GroupKind::Dp, t.device()); }
 
   const Config& cfg_;
   dist::Context& ctx_;
-  dist::Communicator& comm_;                   // host buffers (MPI): metrics, votes, checkpoint coordination
-  dist::Communicator* grad_comm_ = nullptr;    // device buffers: gradients, parameters, SyncBN (NCCL on GPUs)
+  dist::Grid& grid_;
+  // Which group each collective spans is a choice made on purpose (dist/grid.h):
+  dist::Communicator& comm_;     // the world, host buffers (MPI): the stop vote, checkpoint coordination
+  dist::Communicator& dp_comm_;  // the data-parallel group, host buffers: loss and metric sums, ZeRO's
+                                 // host moves and norm parts, evaluation
+  dist::Communicator* grad_comm_ = nullptr;    // the data-parallel group on the device: gradients, parameter
+                                               // broadcasts, SyncBN statistics (NCCL on GPUs)
   Device device_ = Device::CPU;                // train.device, resolved
   std::unique_ptr<Sharding> sharding_;         // dist.zero: this rank's shard of the flat buffers
   std::unique_ptr<MixedPrecision> precision_;  // train.precision: master weights, loss scale

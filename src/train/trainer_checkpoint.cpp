@@ -77,7 +77,7 @@ void Trainer::load_resume_checkpoint() {
     return;
   }
   ckpt::RunLayout run = ckpt::layout_of(*model_, *optimizer_, name_of(cfg_.optim.name));
-  run.world_size = ctx_.world();
+  run.world_size = grid_.dp();  // the replicas: the global batch is theirs
   run.batch_size = micro_batch_;
   run.accum_steps = cfg_.train.accum_steps;
   run.global_batch = global_batch_;
@@ -145,21 +145,22 @@ void Trainer::apply_resume_checkpoint() {
     precision_->scaler().restore({head[4], static_cast<int64_t>(head[5]), static_cast<int64_t>(head[6]),
                                   static_cast<int64_t>(head[7])});
 
-  // The open logging window: each rank its own sums when the world size is
-  // unchanged (bit-exact step table), else all of them on rank 0.
-  const int world = ctx_.world();
-  Tensor window(Shape{4 * static_cast<int64_t>(world)}, DType::F64);
+  // The open logging window, one per data-parallel replica (its tp group's ranks hold the same sums):
+  // each replica its own when their number is unchanged (bit-exact step table), else all of them on
+  // the first replica.
+  const int replicas = grid_.dp();
+  Tensor window(Shape{4 * static_cast<int64_t>(replicas)}, DType::F64);
   if (resume_) {
     const auto& saved = resume_->checkpoint.log_window;
     double* w = window.data<double>();
     for (size_t r = 0; r < saved.size(); ++r) {
-      const size_t row = saved.size() == static_cast<size_t>(world) ? r : 0;
+      const size_t row = saved.size() == static_cast<size_t>(replicas) ? r : 0;
       w[4 * row] += saved[r].loss_sum, w[4 * row + 1] += saved[r].count, w[4 * row + 2] += saved[r].correct;
       w[4 * row + 3] = std::max(w[4 * row + 3], saved[r].steps);
     }
   }
   host.broadcast(window, 0);
-  const double* mine = window.data<double>() + 4 * ctx_.rank();
+  const double* mine = window.data<double>() + 4 * grid_.dp_rank();
   win_loss_ = mine[0], win_count_ = mine[1], win_correct_ = mine[2];
   win_steps_ = static_cast<int64_t>(mine[3]);
 
@@ -253,7 +254,8 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
   const Clock::time_point t0 = Clock::now();
   const Tracer::Range range(*tracer_, "checkpoint");  // NVTX: the gather, snapshot (and a synchronous write)
   const int world = ctx_.world();
-  // Every rank's open logging window, and its step: they must all be equal here.
+  // Every rank's open logging window, and its step: the steps must all be equal here. The file keeps
+  // one window per data-parallel replica (the ranks of a tp group hold the same sums).
   double mine[5] = {win_loss_, win_count_, win_correct_, static_cast<double>(win_steps_),
                     static_cast<double>(step_)};
   Tensor all(Shape{5 * static_cast<int64_t>(world)}, DType::F64);
@@ -280,14 +282,16 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
     c.log_window.clear();
     for (int r = 0; r < world; ++r) {
       HPC_ASSERT(g[5 * r + 4] == static_cast<double>(step_), "ranks are at different steps at a checkpoint");
-      c.log_window.push_back({g[5 * r], g[5 * r + 1], g[5 * r + 2], g[5 * r + 3]});
+      const dist::GridCoord at = grid_.shape().coord(r);
+      if (at.tp == 0 && at.pp == grid_.pp() - 1)
+        c.log_window.push_back({g[5 * r], g[5 * r + 1], g[5 * r + 2], g[5 * r + 3]});
     }
     c.step = step_;
     c.epoch = step_ / steps_per_epoch_;
     c.step_in_epoch = step_ % steps_per_epoch_;
     c.consumed_samples = step_ * global_batch_;
     c.total_steps = total_steps_;
-    c.world_size = world;
+    c.world_size = grid_.dp();  // the replicas, whose batches make the global one
     c.batch_size = micro_batch_;
     c.accum_steps = cfg_.train.accum_steps;
     c.global_batch = global_batch_;

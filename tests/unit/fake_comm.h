@@ -46,7 +46,7 @@ class FakeComm : public dist::Communicator {
   };
 
   explicit FakeComm(int rank = 0, int size = 2, Group* group = nullptr)
-      : rank_(rank), size_(size), group_(group) {}
+      : rank_(rank), size_(size), group_(group), tag_(dist::GroupTag::world(size)) {}
 
   // Ranges are reported relative to `base` (e.g. the flat gradient buffer).
   void set_base(const Tensor& base) { base_ = base; }
@@ -54,6 +54,16 @@ class FakeComm : public dist::Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "fake"; }
+  const dist::GroupTag& group() const override { return tag_; }
+  std::unique_ptr<dist::Communicator> split(int, int, const dist::GroupTag&) override {
+    throw Error(EXIT_INTERNAL, "FakeComm cannot split");
+  }
+  std::unique_ptr<dist::Request> send_async(const Tensor&, int) override {
+    throw Error(EXIT_INTERNAL, "FakeComm has no messages");
+  }
+  std::unique_ptr<dist::Request> recv_async(const Tensor&, int) override {
+    throw Error(EXIT_INTERNAL, "FakeComm has no messages");
+  }
 
   void allreduce(const Tensor& buf, dist::ReduceOp op) override {
     record("allreduce", op, {buf});
@@ -183,6 +193,7 @@ class FakeComm : public dist::Communicator {
 
   int rank_, size_;
   Group* group_;
+  dist::GroupTag tag_;
   Tensor base_;
 };
 

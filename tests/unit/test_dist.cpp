@@ -48,7 +48,7 @@ PeerState waiting(uint64_t seq, int64_t step = 12) {
   PeerState s;
   s.answered = true;
   s.step = step;
-  s.started = seq;
+  s.started[0] = seq;
   s.waiting_on = seq;
   s.waiting_op = CollOp::Allreduce;
   s.state_s = 30.2;
@@ -59,7 +59,7 @@ PeerState computing(uint64_t last, int64_t step = 12) {
   PeerState s;
   s.answered = true;
   s.step = step;
-  s.started = last;
+  s.started[0] = last;
   s.state_s = 31.5;
   return s;
 }

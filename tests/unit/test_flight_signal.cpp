@@ -111,7 +111,9 @@ TEST(FlightSignalDeathTest, SegvWritesTheFileAndDiesOfIt) {
       testing::KilledBySignal(SIGSEGV), "");
   const std::string text = read_file(path);
   EXPECT_NE(text.find("\"reason\": \"signal SIGSEGV\""), std::string::npos) << text;
-  EXPECT_NE(text.find("\"seq\": 4, \"op\": \"broadcast\", \"count\": 1004"), std::string::npos) << text;
+  EXPECT_NE(text.find("\"seq\": 4, \"group\": \"world\", \"op\": \"broadcast\", \"count\": 1004"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("\"state\": \"started\"}\n]}\n"), std::string::npos) << text;
   std::filesystem::remove_all(dir);
 }

@@ -75,7 +75,8 @@ void check_device(const Tensor& t, const char* what) {
 // One enqueued collective (or group): its number, when it was enqueued, and the event that marks its end.
 struct Pending {
   uint64_t seq = 0;
-  std::vector<uint64_t> seqs;  // every collective of the group (the flight record's entries), seq first
+  std::vector<WaitPoint>
+      points;  // every collective or message of the group (the flight record's), first first
   CollOp op = CollOp::None;
   double enqueued = 0;
   cudaEvent_t done = nullptr;
@@ -101,12 +102,22 @@ class NcclRequest final : public Request {
 
 class NcclComm final : public Communicator {
  public:
-  explicit NcclComm(const NcclSetup& s);
+  // existing: a communicator ncclCommSplit made (null: bootstrap one from a unique id over s.host).
+  explicit NcclComm(const NcclSetup& s, ncclComm_t existing = nullptr);
   ~NcclComm() override;
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string name() const override { return "nccl"; }
+  const GroupTag& group() const override { return setup_.tag; }
+  std::unique_ptr<Communicator> split(int color, int key, const GroupTag& tag) override;
+  std::unique_ptr<Request> send_async(const Tensor& buf, int peer) override {
+    return std::move(message_group({{true, buf, peer}})[0]);
+  }
+  std::unique_ptr<Request> recv_async(const Tensor& buf, int peer) override {
+    return std::move(message_group({{false, buf, peer}})[0]);
+  }
+  std::vector<std::unique_ptr<Request>> message_group(const std::vector<Message>& messages) override;
 
   void allreduce(const Tensor& buf, ReduceOp op) override { allreduce_async(buf, op)->wait(); }
   void allreduce_before_compute(const Tensor& buf, ReduceOp op) override {
@@ -140,19 +151,25 @@ class NcclComm final : public Communicator {
   // The next collective's number; it enters the flight record as started (dist/flight_recorder.h).
   uint64_t next_seq(CollOp op, int64_t count, DType dtype) {
     if (hb_ == nullptr) return ++local_seq_;
-    const uint64_t seq = hb_->start();
-    hb_->flight().started(seq, op, count, dtype, "nccl", hb_->step());
+    const uint64_t seq = hb_->start(setup_.tag.kind);
+    hb_->flight().started(seq, op, count, dtype, "nccl", hb_->step(), setup_.tag.kind);
     return seq;
+  }
+  WaitPoint point(uint64_t seq, CollOp op) const { return {seq, op, setup_.tag.kind, -1}; }
+  std::vector<WaitPoint> points(const std::vector<uint64_t>& seqs, CollOp op) const {
+    std::vector<WaitPoint> out;
+    for (uint64_t q : seqs) out.push_back(point(q, op));
+    return out;
   }
   // Marks p complete once; its collectives enter the flight record as completed (when the host saw it).
   void mark_complete(Pending& p) {
     if (p.complete.exchange(true) || hb_ == nullptr) return;
-    for (uint64_t s : p.seqs) hb_->flight().completed(s);
+    for (const WaitPoint& w : p.points) hb_->flight().completed(w.seq, w.group, w.op, w.peer);
   }
   void order_after_compute();
-  std::shared_ptr<Pending> enqueue_end(std::vector<uint64_t> seqs, CollOp op);
-  void settle(ncclResult_t r, uint64_t seq, CollOp op, const char* call);
-  void check_async(uint64_t seq, CollOp op);
+  std::shared_ptr<Pending> enqueue_end(std::vector<WaitPoint> points);
+  void settle(ncclResult_t r, const WaitPoint& at, const char* call);
+  void check_async(const WaitPoint& at);
   // comm_ is used under a shared lock; fatal() aborts and frees it under the exclusive lock.
   template <typename F>
   ncclResult_t with_comm(F&& f) {
@@ -161,13 +178,14 @@ class NcclComm final : public Communicator {
   }
   ncclResult_t async_error();
   std::string last_error();
-  [[noreturn]] void fatal(uint64_t seq, CollOp op, const std::string& reason);
+  [[noreturn]] void fatal(const WaitPoint& at, const std::string& reason);
   void watchdog();
 
+  NcclSetup setup_;  // with this communicator's own group, rank and size
   int rank_, size_, device_;
   double timeout_s_;
   Heartbeat* hb_;
-  std::function<void(uint64_t, CollOp, const std::string&)> on_fatal_;
+  std::function<void(const GroupTag&, const WaitPoint&, const std::string&)> on_fatal_;
   cudaStream_t compute_ = nullptr;
   std::shared_mutex comm_mu_;
   ncclComm_t comm_ = nullptr;
@@ -176,7 +194,8 @@ class NcclComm final : public Communicator {
   int32_t* one_ = nullptr;         // a device word for barrier()
   uint64_t local_seq_ = 0;
 
-  std::mutex mu_;  // guards in_flight_
+  std::vector<uint64_t> sends_, recvs_;  // messages started, per group rank of the peer
+  std::mutex mu_;                        // guards in_flight_
   std::deque<std::shared_ptr<Pending>> in_flight_;
   std::atomic<bool> failing_{false};
   std::mutex stop_mu_;
@@ -189,19 +208,30 @@ void NcclRequest::wait() { comm_.wait(*p_); }
 bool NcclRequest::test() { return comm_.test(*p_); }
 void NcclRequest::wait_on_device() { comm_.order_compute_after(*p_); }
 
-NcclComm::NcclComm(const NcclSetup& s)
-    : rank_(s.rank),
+NcclComm::NcclComm(const NcclSetup& s, ncclComm_t existing)
+    : setup_(s),
+      rank_(s.rank),
       size_(s.world),
       device_(s.device),
       timeout_s_(s.timeout_s),
       hb_(s.hb),
       on_fatal_(s.on_fatal) {
   HPC_ASSERT(s.host != nullptr && s.on_fatal, "NcclSetup: host communicator and on_fatal");
+  if (setup_.tag.ranks.empty()) setup_.tag = GroupTag::world(size_);
+  sends_.assign(static_cast<size_t>(size_), 0);
+  recvs_.assign(static_cast<size_t>(size_), 0);
   cudaCheck(cudaSetDevice(device_));
   compute_ = s.compute_stream != nullptr ? static_cast<cudaStream_t>(s.compute_stream)
                                          : backend::cuda::Context::get().compute();
   stream_ = s.comm_stream != nullptr ? static_cast<cudaStream_t>(s.comm_stream)
                                      : backend::cuda::Context::get().comm();
+  if (existing != nullptr) {
+    comm_ = existing;
+    cudaCheck(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+    cudaCheck(cudaMalloc(&one_, sizeof(int32_t)));
+    thread_ = std::thread([this] { watchdog(); });
+    return;
+  }
   ncclUniqueId id{};
   if (rank_ == 0) {
     ncclResult_t r = ncclGetUniqueId(&id);
@@ -266,11 +296,11 @@ void NcclComm::order_after_compute() {
   cudaCheck(cudaStreamWaitEvent(stream_, ready_, 0));
 }
 
-std::shared_ptr<Pending> NcclComm::enqueue_end(std::vector<uint64_t> seqs, CollOp op) {
+std::shared_ptr<Pending> NcclComm::enqueue_end(std::vector<WaitPoint> points) {
   auto p = std::make_shared<Pending>();
-  p->seq = seqs.front();
-  p->seqs = std::move(seqs);
-  p->op = op;
+  p->seq = points.front().seq;
+  p->op = points.front().op;
+  p->points = std::move(points);
   p->enqueued = now_s();
   cudaCheck(cudaEventCreateWithFlags(&p->done, cudaEventDisableTiming));
   cudaCheck(cudaEventRecord(p->done, stream_));
@@ -281,18 +311,17 @@ std::shared_ptr<Pending> NcclComm::enqueue_end(std::vector<uint64_t> seqs, CollO
 
 // A non-blocking communicator may answer ncclInProgress: the call is then still being
 // set up, and the next NCCL call must wait until the state leaves ncclInProgress.
-void NcclComm::settle(ncclResult_t r, uint64_t seq, CollOp op, const char* call) {
+void NcclComm::settle(ncclResult_t r, const WaitPoint& at, const char* call) {
   const double deadline = now_s() + timeout_s_;
   while (r == ncclInProgress) {
     if (now_s() > deadline)
-      fatal(seq, op,
-            std::string(call) + " did not return within " + std::to_string(static_cast<int>(timeout_s_)) +
-                " s (dist.timeout)");
+      fatal(at, std::string(call) + " did not return within " + std::to_string(static_cast<int>(timeout_s_)) +
+                    " s (dist.timeout)");
     std::this_thread::yield();
     r = async_error();
   }
   if (r != ncclSuccess)
-    fatal(seq, op, std::string(call) + " failed: " + ncclGetErrorString(r) + ": " + last_error());
+    fatal(at, std::string(call) + " failed: " + ncclGetErrorString(r) + ": " + last_error());
 }
 
 ncclResult_t NcclComm::async_error() {
@@ -310,20 +339,20 @@ std::string NcclComm::last_error() {
   return text;
 }
 
-void NcclComm::check_async(uint64_t seq, CollOp op) {
+void NcclComm::check_async(const WaitPoint& at) {
   ncclResult_t r = async_error();
   if (r != ncclSuccess && r != ncclInProgress)
-    fatal(seq, op, std::string("NCCL reported ") + ncclGetErrorString(r) + ": " + last_error());
+    fatal(at, std::string("NCCL reported ") + ncclGetErrorString(r) + ": " + last_error());
 }
 
-void NcclComm::fatal(uint64_t seq, CollOp op, const std::string& reason) {
+void NcclComm::fatal(const WaitPoint& at, const std::string& reason) {
   if (!failing_.exchange(true)) {
     {
       std::unique_lock<std::shared_mutex> lock(comm_mu_);
       ncclCommAbort(comm_);  // unblocks anything waiting on NCCL; the job is ending
       comm_ = nullptr;
     }
-    on_fatal_(seq, op, reason);
+    on_fatal_(setup_.tag, at, reason);
   }
   // Another thread is reporting and will end the process.
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
@@ -351,10 +380,11 @@ std::vector<std::unique_ptr<Request>> NcclComm::allreduce_group(const std::vecto
     end = ncclGroupEnd();
     return ncclSuccess;
   });
-  if (first_error != ncclSuccess) settle(first_error, seqs.front(), CollOp::Allreduce, "ncclAllReduce");
-  settle(end, seqs.front(), CollOp::Allreduce, "ncclGroupEnd");
+  if (first_error != ncclSuccess)
+    settle(first_error, point(seqs.front(), CollOp::Allreduce), "ncclAllReduce");
+  settle(end, point(seqs.front(), CollOp::Allreduce), "ncclGroupEnd");
   // One event ends the whole group; the first collective's number identifies it in reports.
-  std::shared_ptr<Pending> p = enqueue_end(seqs, CollOp::Allreduce);
+  std::shared_ptr<Pending> p = enqueue_end(points(seqs, CollOp::Allreduce));
   for (size_t i = 0; i < bufs.size(); ++i) out.push_back(std::make_unique<NcclRequest>(*this, p));
   return out;
 }
@@ -390,9 +420,9 @@ std::vector<std::unique_ptr<Request>> NcclComm::reduce_scatter_group(
     end = ncclGroupEnd();
     return ncclSuccess;
   });
-  if (first_error != ncclSuccess) settle(first_error, seqs.front(), CollOp::Allreduce, "ncclReduce");
-  settle(end, seqs.front(), CollOp::Allreduce, "ncclGroupEnd");
-  std::shared_ptr<Pending> p = enqueue_end(seqs, CollOp::Allreduce);
+  if (first_error != ncclSuccess) settle(first_error, point(seqs.front(), CollOp::Allreduce), "ncclReduce");
+  settle(end, point(seqs.front(), CollOp::Allreduce), "ncclGroupEnd");
+  std::shared_ptr<Pending> p = enqueue_end(points(seqs, CollOp::Allreduce));
   for (size_t i = 0; i < bufs.size(); ++i) out.push_back(std::make_unique<NcclRequest>(*this, p));
   return out;
 }
@@ -420,9 +450,9 @@ std::unique_ptr<Request> NcclComm::allgather_shards_async(const Tensor& buf,
     end = ncclGroupEnd();
     return ncclSuccess;
   });
-  if (first_error != ncclSuccess) settle(first_error, seq, CollOp::Allgather, "ncclBroadcast");
-  settle(end, seq, CollOp::Allgather, "ncclGroupEnd");
-  return std::make_unique<NcclRequest>(*this, enqueue_end({seq}, CollOp::Allgather));
+  if (first_error != ncclSuccess) settle(first_error, point(seq, CollOp::Allgather), "ncclBroadcast");
+  settle(end, point(seq, CollOp::Allgather), "ncclGroupEnd");
+  return std::make_unique<NcclRequest>(*this, enqueue_end({point(seq, CollOp::Allgather)}));
 }
 
 void NcclComm::broadcast(const Tensor& buf, int root) {
@@ -433,8 +463,8 @@ void NcclComm::broadcast(const Tensor& buf, int root) {
            return ncclBroadcast(buf.raw(), buf.raw(), static_cast<size_t>(buf.count()),
                                 nccl_type(buf.dtype()), root, c, stream_);
          }),
-         seq, CollOp::Broadcast, "ncclBroadcast");
-  wait(*enqueue_end({seq}, CollOp::Broadcast));
+         point(seq, CollOp::Broadcast), "ncclBroadcast");
+  wait(*enqueue_end({point(seq, CollOp::Broadcast)}));
 }
 
 void NcclComm::allgather(const Tensor& send, const Tensor& recv) {
@@ -448,8 +478,8 @@ void NcclComm::allgather(const Tensor& send, const Tensor& recv) {
            return ncclAllGather(send.raw(), recv.raw(), static_cast<size_t>(send.count()),
                                 nccl_type(send.dtype()), c, stream_);
          }),
-         seq, CollOp::Allgather, "ncclAllGather");
-  wait(*enqueue_end({seq}, CollOp::Allgather));
+         point(seq, CollOp::Allgather), "ncclAllGather");
+  wait(*enqueue_end({point(seq, CollOp::Allgather)}));
 }
 
 void NcclComm::barrier() {
@@ -457,13 +487,13 @@ void NcclComm::barrier() {
   // A one-word Max (the word never changes): every rank has joined once it completes.
   settle(
       with_comm([&](ncclComm_t c) { return ncclAllReduce(one_, one_, 1, ncclInt32, ncclMax, c, stream_); }),
-      seq, CollOp::Barrier, "ncclAllReduce");
-  wait(*enqueue_end({seq}, CollOp::Barrier));
+      point(seq, CollOp::Barrier), "ncclAllReduce");
+  wait(*enqueue_end({point(seq, CollOp::Barrier)}));
 }
 
 void NcclComm::order_compute_after(const Pending& p) {
   if (p.complete) return;
-  check_async(p.seq, p.op);  // a failure already reported is not hidden behind a stream wait
+  check_async(p.points.front());  // a failure already reported is not hidden behind a stream wait
   cudaCheck(cudaStreamWaitEvent(compute_, p.done, 0));
 }
 
@@ -475,17 +505,17 @@ bool NcclComm::test(Pending& p) {
     return true;
   }
   if (e != cudaErrorNotReady)
-    fatal(p.seq, p.op, std::string("CUDA error while waiting: ") + cudaGetErrorString(e));
-  check_async(p.seq, p.op);
+    fatal(p.points.front(), std::string("CUDA error while waiting: ") + cudaGetErrorString(e));
+  check_async(p.points.front());
   return false;
 }
 
 void NcclComm::wait(Pending& p) {
   if (test(p)) return;
-  if (hb_ != nullptr) hb_->wait_begin(p.seq, p.op);
+  if (hb_ != nullptr) hb_->wait_begin(p.points.front());
   for (int spins = 0; !test(p); ++spins) {
     if (now_s() - p.enqueued > timeout_s_)
-      fatal(p.seq, p.op,
+      fatal(p.points.front(),
             "did not complete within " + std::to_string(static_cast<int>(timeout_s_)) + " s (dist.timeout)");
     if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
@@ -510,15 +540,87 @@ void NcclComm::watchdog() {
     if (!failing_) {
       ncclResult_t r = async_error();
       if (r != ncclSuccess && r != ncclInProgress)
-        fatal(oldest ? oldest->seq : 0, oldest ? oldest->op : CollOp::None,
+        fatal(oldest ? oldest->points.front() : WaitPoint{0, CollOp::None, setup_.tag.kind, -1},
               std::string("NCCL reported ") + ncclGetErrorString(r) + ": " + last_error());
       if (oldest && now_s() - oldest->enqueued > timeout_s_)
-        fatal(
-            oldest->seq, oldest->op,
-            "did not complete within " + std::to_string(static_cast<int>(timeout_s_)) + " s (dist.timeout)");
+        fatal(oldest->points.front(), "did not complete within " +
+                                          std::to_string(static_cast<int>(timeout_s_)) + " s (dist.timeout)");
     }
     stop_lock.lock();
   }
+}
+
+std::unique_ptr<Communicator> NcclComm::split(int color, int key, const GroupTag& tag) {
+  // A group of one rank needs no NCCL communicator: it takes no part in the new ones (NOCOLOR), but it
+  // must still join the call, which is collective over this communicator.
+  const bool alone = color < 0 || tag.ranks.size() <= 1;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // polled against the deadline, as every NCCL call here
+  ncclComm_t sub = nullptr;
+  const WaitPoint at = point(0, CollOp::None);
+  ncclResult_t r = with_comm(
+      [&](ncclComm_t c) { return ncclCommSplit(c, alone ? NCCL_SPLIT_NOCOLOR : color, key, &sub, &config); });
+  const double deadline = now_s() + timeout_s_;
+  while (r == ncclInProgress) {
+    if (now_s() > deadline)
+      fatal(at, "ncclCommSplit did not complete within " + std::to_string(static_cast<int>(timeout_s_)) +
+                    " s (dist.timeout)");
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (sub != nullptr)
+      ncclCommGetAsyncError(sub, &r);
+    else
+      r = async_error();
+  }
+  if (r != ncclSuccess)
+    fatal(at, std::string("ncclCommSplit failed: ") + ncclGetErrorString(r) + ": " + last_error());
+  if (color < 0) return nullptr;
+  if (alone) return std::make_unique<SelfComm>(tag);
+  NcclSetup s = setup_;
+  s.tag = tag;
+  int n = 0, me = 0;
+  ncclCommCount(sub, &n);
+  ncclCommUserRank(sub, &me);
+  s.world = n;
+  s.rank = me;
+  return std::make_unique<NcclComm>(s, sub);
+}
+
+std::vector<std::unique_ptr<Request>> NcclComm::message_group(const std::vector<Message>& messages) {
+  std::vector<std::unique_ptr<Request>> out;
+  if (messages.empty()) return out;
+  std::vector<WaitPoint> pts;
+  for (const Message& m : messages) {
+    check_device(m.buf, m.send ? "send" : "recv");
+    HPC_ASSERT(m.peer >= 0 && m.peer < size_ && m.peer != rank_,
+               "message: peer " + std::to_string(m.peer) + " is not another rank of " + setup_.tag.name);
+    std::vector<uint64_t>& counts = m.send ? sends_ : recvs_;
+    const CollOp op = m.send ? CollOp::Send : CollOp::Recv;
+    const WaitPoint w{++counts[static_cast<size_t>(m.peer)], op, setup_.tag.kind,
+                      setup_.tag.ranks[static_cast<size_t>(m.peer)]};
+    if (hb_ != nullptr) {
+      hb_->touch();
+      hb_->flight().started(w.seq, op, m.buf.count(), m.buf.dtype(), "nccl", hb_->step(), w.group, w.peer);
+    }
+    pts.push_back(w);
+  }
+  order_after_compute();
+  ncclResult_t first_error = ncclSuccess, end = ncclSuccess;
+  with_comm([&](ncclComm_t c) {
+    ncclGroupStart();
+    for (const Message& m : messages) {
+      const size_t n = static_cast<size_t>(m.buf.count());
+      ncclResult_t r = m.send ? ncclSend(m.buf.raw(), n, nccl_type(m.buf.dtype()), m.peer, c, stream_)
+                              : ncclRecv(m.buf.raw(), n, nccl_type(m.buf.dtype()), m.peer, c, stream_);
+      if (r != ncclSuccess && r != ncclInProgress && first_error == ncclSuccess) first_error = r;
+    }
+    end = ncclGroupEnd();
+    return ncclSuccess;
+  });
+  if (first_error != ncclSuccess) settle(first_error, pts.front(), "ncclSend/ncclRecv");
+  settle(end, pts.front(), "ncclGroupEnd");
+  std::shared_ptr<Pending> p = enqueue_end(pts);
+  for (size_t i = 0; i < messages.size(); ++i) out.push_back(std::make_unique<NcclRequest>(*this, p));
+  return out;
 }
 
 }  // namespace
