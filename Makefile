@@ -30,7 +30,8 @@ BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null)
 BOOST_PO    := $(wildcard /usr/include/boost/program_options.hpp)
 # Tokenizers (src/text/): PCRE2 for the pre-tokenizer regexes, libsentencepiece, nlohmann's JSON.
 PCRE2_LIBS  := $(shell pkg-config --libs libpcre2-8 2>/dev/null)
-SPM_LIBS    := $(shell pkg-config --libs sentencepiece 2>/dev/null)
+# libsentencepiece goes only into a plugin (src/text/sentencepiece_api.h says why).
+SPM_LIBS    := $(wildcard /usr/lib/*/libsentencepiece.so /usr/lib/libsentencepiece.so)
 JSON_H      := $(wildcard /usr/include/nlohmann/json.hpp)
 GTEST       := $(wildcard /usr/include/gtest/gtest.h)
 HAVE_NVCC   := $(wildcard $(NVCC))
@@ -64,7 +65,7 @@ version-check:
 # IEEE semantics change: no -ffast-math, results stay bitwise reproducible).
 CXXFLAGS ?= -O3 -g -fno-math-errno $(ARCH_FLAGS)
 CXXFLAGS += -std=c++20 -pthread $(WARN) -MMD -MP
-LDLIBS   := $(MPI_LIBS) $(HDF5_LIBS) $(BLAS_LIBS) -lboost_program_options -lz $(PCRE2_LIBS) $(SPM_LIBS) -pthread
+LDLIBS   := $(MPI_LIBS) $(HDF5_LIBS) $(BLAS_LIBS) -lboost_program_options -lz $(PCRE2_LIBS) -ldl -pthread
 # ONNX export (hpctrain export --format onnx) with Debian's libonnx-dev, whose
 # generated headers need libprotobuf-dev; without them the build works and
 # that format is a one-line error. Only export_onnx.cpp sees the define.
@@ -112,6 +113,8 @@ MPI_TEST_BIN := $(MPI_TEST_SRC:tests/mpi/%.cpp=$(BUILD)/tests/mpi/%)
 BENCH_SRC:= $(sort $(wildcard bench/*.cpp))
 BENCH_BIN:= $(BENCH_SRC:bench/%.cpp=$(BUILD)/bench/%)
 BINS     := $(BUILD)/hpctrain $(BUILD)/hpcdata
+# The SentencePiece plugin (plugins/sentencepiece.cpp), loaded at run time from beside the binaries.
+SPM_PLUGIN := $(BUILD)/libhpctrain-sentencepiece.so
 
 .PHONY: all deps check-deps demo test bench bench-quick lint clean summary
 # Test and bench objects are intermediates of pattern rules: keep them, or every relink after a
@@ -168,13 +171,24 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/hpctrain: $(BUILD)/obj/src/main.o $(LIB)
+$(BUILD)/hpctrain: $(BUILD)/obj/src/main.o $(LIB) | $(SPM_PLUGIN)
 	$(MPICXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/hpcdata: $(TOOL_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB)
+$(BUILD)/hpcdata: $(TOOL_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB) | $(SPM_PLUGIN)
 	$(MPICXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB)
+# test_tokenizer loads libprotobuf as hpctrain does (ONNX), so its SentencePiece tests prove the
+# plugin's isolation from it; not under the sanitizers, whose runtimes refuse RTLD_DEEPBIND.
+ifneq ($(ONNX_H),)
+ifeq ($(findstring -fsanitize,$(CXXFLAGS)),)
+$(BUILD)/tests/test_tokenizer: LDLIBS += -Wl,--no-as-needed -lprotobuf -Wl,--as-needed
+endif
+endif
+$(BUILD)/obj/plugins/sentencepiece.o: CXXFLAGS += -fPIC -fvisibility=hidden
+$(SPM_PLUGIN): $(BUILD)/obj/plugins/sentencepiece.o
+	$(MPICXX) $(CXXFLAGS) -shared $^ -o $@ -lsentencepiece
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB) | $(SPM_PLUGIN)
 	@mkdir -p $(@D)
 	$(MPICXX) $(CXXFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS)
 

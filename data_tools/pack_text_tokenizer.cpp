@@ -354,7 +354,7 @@ void pack_text_tokenized(DatasetWriter& w, const PackOptions& opt) {
   std::printf(" (%s, %s) from %lld documents (%s, %s)\n", wide ? "uint32" : "uint16", tok->name().c_str(),
               static_cast<long long>(docs + val_docs), sep == DocSep::Line ? "one per line" : "one per file",
               separators.empty() ? "no separator token" : separators.c_str());
-  std::printf("tokenized %.1f MB in %.2f s: %.1f MB/s on %d thread%s\n", double(total) / 1e6, seconds,
+  std::printf("tokenized %.3g MB in %.3g s: %.3g MB/s on %d thread%s\n", double(total) / 1e6, seconds,
               seconds > 0 ? double(total) / 1e6 / seconds : 0.0, threads, threads == 1 ? "" : "s");
 }
 

@@ -38,36 +38,37 @@ bool DocumentReader::next(TextBatch& batch) {
   for (;;) {
     if (!in_ && !open_next_file()) return false;
     const std::string& path = files_[file_index_];
-    // A block of the file, after the unfinished line the last one ended with.
-    std::string block = std::move(carry_);
-    carry_.clear();
-    const int64_t block_start = file_pos_ - static_cast<int64_t>(block.size());
-    const size_t old = block.size(), want = sep_ == DocSep::File ? BATCH_BYTES * 16 : BATCH_BYTES;
-    block.resize(old + want);
-    const size_t got = std::fread(block.data() + old, 1, want, in_.get());
-    if (got < want && std::ferror(in_.get()))
-      throw UserError(path + ": read error (" + std::strerror(errno) + ")");
-    block.resize(old + got);
-    file_pos_ += static_cast<int64_t>(got);
-    bytes_read_ += static_cast<int64_t>(got);
-    const bool at_eof = got < want;
     batch.file = path;
     batch.seq = seq_;
-
     if (sep_ == DocSep::File) {
-      // One document per file: keep reading until its end.
-      if (!at_eof) {
-        carry_ = std::move(block);
-        continue;
-      }
+      // One document per file: the whole file, read in one go.
+      std::string doc;
+      char chunk[1 << 16];
+      for (size_t got; (got = std::fread(chunk, 1, sizeof chunk, in_.get())) > 0;) doc.append(chunk, got);
+      if (std::ferror(in_.get())) throw UserError(path + ": read error (" + std::strerror(errno) + ")");
+      bytes_read_ += static_cast<int64_t>(doc.size());
       in_.reset();
       ++file_index_;
-      if (block.empty()) continue;  // an empty file is no document
-      batch.text = std::move(block);
+      if (doc.empty()) continue;  // an empty file is no document
+      batch.text = std::move(doc);
       batch.docs.push_back({0, batch.text.size(), 0});
       ++seq_;
       return true;
     }
+
+    // A block of the file, after the unfinished line the last one ended with.
+    std::string block = std::move(carry_);
+    carry_.clear();
+    const int64_t block_start = file_pos_ - static_cast<int64_t>(block.size());
+    const size_t old = block.size();
+    block.resize(old + BATCH_BYTES);
+    const size_t got = std::fread(block.data() + old, 1, BATCH_BYTES, in_.get());
+    if (got < BATCH_BYTES && std::ferror(in_.get()))
+      throw UserError(path + ": read error (" + std::strerror(errno) + ")");
+    block.resize(old + got);
+    file_pos_ += static_cast<int64_t>(got);
+    bytes_read_ += static_cast<int64_t>(got);
+    const bool at_eof = got < BATCH_BYTES;
 
     // One document per line: the block's complete lines; the last, unfinished one waits for the next block.
     size_t end = at_eof ? block.size() : block.rfind('\n');
