@@ -12,29 +12,14 @@
 #     Llama 3: uint32, <|begin_of_text|> ids <|end_of_text|>), per file and per
 #     line; hpctrain trains on the uint32 file and refuses a smaller model.vocab.
 # The npm packages (pinned versions) and the reference ids are made once per
-# build directory ($BUILD/testdata/tokenizers, like the MNIST sample) and
-# reused while the scripts that make them are unchanged; without npm or node
-# the test is skipped.
+# build directory (tests/tokenizers/fetch_reference.sh, like the MNIST sample)
+# and reused while the scripts that make them are unchanged; without npm or
+# node, or without the registry, the test is skipped.
 source "$(dirname "$0")/lib.bash"
 "$PYTHON" -c 'import h5py, numpy' >/dev/null 2>&1 || skip "$PYTHON cannot import h5py and numpy"
-command -v node >/dev/null && command -v npm >/dev/null || skip "node and npm are not installed"
-cache="$BUILD/testdata/tokenizers"
-key=$(cat "$ROOT/tests/tokenizers/make_corpus.py" "$ROOT/tests/tokenizers/tiktoken_reference.cjs" | sha1sum | cut -c1-12)
-mkdir -p "$cache"
-(
-  flock 9
-  if [ ! -f "$cache/npm/node_modules/tiktoken/package.json" ] || [ ! -f "$cache/npm/node_modules/llama3-tokenizer-js/package.json" ]; then
-    timeout 300 npm install --ignore-scripts --no-audit --no-fund --prefix "$cache/npm" tiktoken@1.0.22 llama3-tokenizer-js@1.2.0 >&2 || exit 77
-  fi
-  if [ ! -f "$cache/ref-$key/done" ]; then
-    rm -rf "$cache"/ref-* "$cache/corpus"
-    "$PYTHON" "$ROOT/tests/tokenizers/make_corpus.py" "$cache/corpus" --bytes 1000000 >&2
-    node "$ROOT/tests/tokenizers/tiktoken_reference.cjs" "$cache/npm/node_modules" "$cache/corpus/docs.json" "$cache/ref-$key" >&2
-    cp "$cache/corpus/docs.json" "$cache/ref-$key/"
-    touch "$cache/ref-$key/done"
-  fi
-) 9>"$cache/.lock" || skip "the npm packages tiktoken and llama3-tokenizer-js could not be installed"
-ref="$cache/ref-$key" corpus="$cache/corpus"
+ref=$("$ROOT/tests/tokenizers/fetch_reference.sh" "$BUILD") ||
+  skip "the npm packages tiktoken and llama3-tokenizer-js could not be installed"
+corpus="$BUILD/testdata/tokenizers/corpus"
 cd "$TMP"
 
 # ---- 1. ids and round trip --------------------------------------------------------------------
