@@ -54,7 +54,8 @@ PackJob read_csv(const PackOptions& opt);
 void pack_text(DatasetWriter& w, const PackOptions& opt);
 void pack_text_tokenized(DatasetWriter& w, const PackOptions& opt);
 // Writes /tokenizer (text/stored.h) and the bos_id/eos_id attributes of `splits` (pack, repack).
-void write_stored_tokenizer(DatasetWriter& w, const text::StoredTokenizer& st, const std::vector<std::string>& splits);
+void write_stored_tokenizer(DatasetWriter& w, const text::StoredTokenizer& st,
+                            const std::vector<std::string>& splits);
 // nanoGPT / llm.c token files (pack_tokens.cpp), written and committed like text.
 void pack_tokens_bin(DatasetWriter& w, const PackOptions& opt);
 

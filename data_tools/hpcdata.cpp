@@ -173,11 +173,19 @@ void check_applies(const std::vector<std::string>& given, const PackOptions& opt
     std::vector<std::string> formats;
   };
   static const Rule rules[] = {
-      {"--label-col", {"csv"}},          {"--targets", {"csv"}},         {"--delimiter", {"csv"}},
-      {"--classes", {"npy", "csv"}},     {"--scale", {"npy"}},           {"--mean", {"npy"}},
-      {"--std", {"npy"}},                {"--context", {"text", "tokens-bin"}},
-      {"--vocab", {"tokens-bin"}},       {"--layout", {"tokens-bin"}},   {"--tokenizer", {"text", "tokens-bin"}},
-      {"--doc-sep", {"text"}},           {"--threads", {"text"}},
+      {"--label-col", {"csv"}},
+      {"--targets", {"csv"}},
+      {"--delimiter", {"csv"}},
+      {"--classes", {"npy", "csv"}},
+      {"--scale", {"npy"}},
+      {"--mean", {"npy"}},
+      {"--std", {"npy"}},
+      {"--context", {"text", "tokens-bin"}},
+      {"--vocab", {"tokens-bin"}},
+      {"--layout", {"tokens-bin"}},
+      {"--tokenizer", {"text", "tokens-bin"}},
+      {"--doc-sep", {"text"}},
+      {"--threads", {"text"}},
   };
   for (const std::string& g : given)
     for (const Rule& r : rules) {
@@ -188,13 +196,14 @@ void check_applies(const std::vector<std::string>& given, const PackOptions& opt
         usage_error(g + " applies to pack --from " + list + " only");
       }
       if ((g == "--doc-sep" || g == "--threads") && opt.tokenizer.empty())
-        usage_error(g + " applies to pack --from text with --tokenizer only (byte-level text has no documents)");
+        usage_error(g +
+                    " applies to pack --from text with --tokenizer only (byte-level text has no documents)");
     }
 }
 
 int cmd_pack(const std::vector<std::string>& args) {
   PackOptions opt;
-  bool in_val = false;  // positional arguments after --val belong to the validation input
+  bool in_val = false;             // positional arguments after --val belong to the validation input
   std::vector<std::string> given;  // the options on the command line, for check_applies
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];

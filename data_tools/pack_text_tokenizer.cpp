@@ -52,7 +52,8 @@ class Spool {
     const std::filesystem::path dir = std::filesystem::path(out_path).parent_path();
     std::string pattern = (dir.empty() ? std::string(".") : dir.string()) + "/.hpcdata-tokens-XXXXXX";
     fd_ = ::mkstemp(pattern.data());
-    if (fd_ < 0) throw UserError("cannot create a spool file in " + pattern + " (" + std::strerror(errno) + ")");
+    if (fd_ < 0)
+      throw UserError("cannot create a spool file in " + pattern + " (" + std::strerror(errno) + ")");
     ::unlink(pattern.c_str());
   }
   ~Spool() { ::close(fd_); }
@@ -71,7 +72,8 @@ class Spool {
     for (size_t done = 0; done < buf_.size();) {
       const ssize_t n = ::write(fd_, buf_.data() + done, buf_.size() - done);
       if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) throw IoError(std::string("writing the token spool file failed (") + std::strerror(errno) + ")");
+      if (n <= 0)
+        throw IoError(std::string("writing the token spool file failed (") + std::strerror(errno) + ")");
       done += static_cast<size_t>(n);
     }
     tokens_ += static_cast<int64_t>(ids.size());
@@ -83,7 +85,8 @@ class Spool {
       const ssize_t got = ::pread(fd_, static_cast<char*>(out) + done, bytes - done,
                                   static_cast<off_t>(static_cast<size_t>(first) * token_bytes_ + done));
       if (got < 0 && errno == EINTR) continue;
-      if (got <= 0) throw IoError(std::string("reading the token spool file failed (") + std::strerror(errno) + ")");
+      if (got <= 0)
+        throw IoError(std::string("reading the token spool file failed (") + std::strerror(errno) + ")");
       done += static_cast<size_t>(got);
     }
   }
@@ -111,8 +114,9 @@ class Progress {
     const int filled = static_cast<int>(frac * WIDTH);
     std::fprintf(stderr, "\rtokenizing [%s%s] %3.0f%%  %.1f / %.1f MB  %.1f MB/s  %lld tokens ",
                  std::string(static_cast<size_t>(filled), '#').c_str(),
-                 std::string(static_cast<size_t>(WIDTH - filled), '.').c_str(), 100 * frac, double(bytes) / 1e6,
-                 double(total_) / 1e6, s > 0 ? double(bytes) / 1e6 / s : 0.0, static_cast<long long>(tokens));
+                 std::string(static_cast<size_t>(WIDTH - filled), '.').c_str(), 100 * frac,
+                 double(bytes) / 1e6, double(total_) / 1e6, s > 0 ? double(bytes) / 1e6 / s : 0.0,
+                 static_cast<long long>(tokens));
   }
   void done() {
     if (on_) std::fputs("\r\033[K", stderr);
@@ -142,8 +146,9 @@ Encoded encode_batch(const text::Tokenizer& tok, const TextBatch& batch) {
     if (!tok.accepts_any_bytes()) {
       const size_t bad = text::first_invalid_utf8(doc);
       if (bad != std::string_view::npos)
-        throw UserError(batch.file + ": not UTF-8 at byte " + std::to_string(d.file_offset + static_cast<int64_t>(bad)) +
-                        ", and the tokenizer (" + tok.name() + ") has no byte fallback");
+        throw UserError(batch.file + ": not UTF-8 at byte " +
+                        std::to_string(d.file_offset + static_cast<int64_t>(bad)) + ", and the tokenizer (" +
+                        tok.name() + ") has no byte fallback");
     }
     if (bos) out.ids.push_back(*bos);
     const std::vector<int32_t> ids = tok.encode(doc);
@@ -156,8 +161,8 @@ Encoded encode_batch(const text::Tokenizer& tok, const TextBatch& batch) {
 
 // Encodes every document of `files` on `threads` workers into the spool, in input order.
 // Returns the number of documents.
-int64_t encode_files(const text::Tokenizer& tok, const std::vector<std::string>& files, DocSep sep, int threads,
-                     Spool& spool, Progress& progress, int64_t& bytes_done) {
+int64_t encode_files(const text::Tokenizer& tok, const std::vector<std::string>& files, DocSep sep,
+                     int threads, Spool& spool, Progress& progress, int64_t& bytes_done) {
   DocumentReader reader(files, sep);
   std::mutex mu;
   std::condition_variable work_cv, done_cv;
@@ -256,7 +261,8 @@ std::string describe_token(const text::Tokenizer& tok, int32_t id) {
 
 }  // namespace
 
-void write_stored_tokenizer(DatasetWriter& w, const text::StoredTokenizer& st, const std::vector<std::string>& splits) {
+void write_stored_tokenizer(DatasetWriter& w, const text::StoredTokenizer& st,
+                            const std::vector<std::string>& splits) {
   const std::string name = text::STORED_TOKENIZER;
   w.write(name, st.bytes.data(), DType::U8, Shape{static_cast<int64_t>(st.bytes.size())});
   w.set_attr(name, "format", st.format);
@@ -290,15 +296,17 @@ void pack_text_tokenized(DatasetWriter& w, const PackOptions& opt) {
   const int64_t docs = encode_files(*tok, opt.inputs, sep, threads, spool, progress, bytes_done);
   const int64_t n = spool.tokens();
   int64_t val_docs = 0;
-  if (!opt.val_inputs.empty()) val_docs = encode_files(*tok, opt.val_inputs, sep, threads, spool, progress, bytes_done);
+  if (!opt.val_inputs.empty())
+    val_docs = encode_files(*tok, opt.val_inputs, sep, threads, spool, progress, bytes_done);
   const int64_t n_extra_val = spool.tokens() - n;
   progress.update(bytes_done, spool.tokens(), true);
   progress.done();
   const double seconds = progress.seconds();
 
   const int64_t window = opt.context + 1;
-  if (docs == 0) throw UserError("pack --from text: no text (no document in " + opt.inputs.front() +
-                                 (opt.inputs.size() > 1 ? ", …" : "") + ")");
+  if (docs == 0)
+    throw UserError("pack --from text: no text (no document in " + opt.inputs.front() +
+                    (opt.inputs.size() > 1 ? ", …" : "") + ")");
   if (!opt.val_inputs.empty() && n_extra_val < window)
     throw UserError("pack --from text: the --val text gives " + std::to_string(n_extra_val) +
                     " tokens, fewer than one window of " + std::to_string(window) + " (--context " +
@@ -348,7 +356,9 @@ void pack_text_tokenized(DatasetWriter& w, const PackOptions& opt) {
 
   std::string separators;
   if (tok->bos_id()) separators += "starting with " + describe_token(*tok, *tok->bos_id());
-  if (tok->eos_id()) separators += std::string(separators.empty() ? "" : ", ") + "ending with " + describe_token(*tok, *tok->eos_id());
+  if (tok->eos_id())
+    separators +=
+        std::string(separators.empty() ? "" : ", ") + "ending with " + describe_token(*tok, *tok->eos_id());
   std::printf("wrote %s: train %lld tokens", w.path().c_str(), static_cast<long long>(n_train));
   if (val_total > 0) std::printf(", val %lld tokens", static_cast<long long>(val_total));
   std::printf(" (%s, %s) from %lld documents (%s, %s)\n", wide ? "uint32" : "uint16", tok->name().c_str(),

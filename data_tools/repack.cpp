@@ -8,8 +8,8 @@
 // scale/mean/std and num_classes carried over. Other objects in IN are
 // listed as not copied. A token file (/SPLIT/tokens, `pack --from text`) is
 // repacked the same way, ids validated against the vocabulary, vocab_size
-// and tokenizer kept, and the tokenizer file (/tokenizer) with them. OUT may be IN itself with --force: the new file is
-// renamed over the old one only when complete.
+// and tokenizer kept, and the tokenizer file (/tokenizer) with them. OUT may be IN itself with --force: the
+// new file is renamed over the old one only when complete.
 #include <cstdio>
 #include <memory>
 #include <set>

@@ -10,12 +10,14 @@
 
 namespace hpc::data_tools {
 
-DocumentReader::DocumentReader(std::vector<std::string> files, DocSep sep) : files_(std::move(files)), sep_(sep) {
+DocumentReader::DocumentReader(std::vector<std::string> files, DocSep sep)
+    : files_(std::move(files)), sep_(sep) {
   for (const std::string& p : files_) {
     struct stat st {};
     if (::stat(p.c_str(), &st) != 0) throw UserError(p + ": cannot open (" + std::strerror(errno) + ")");
     if (S_ISDIR(st.st_mode)) throw UserError(p + ": is a directory (give the text files in it)");
-    if (!S_ISREG(st.st_mode)) throw UserError(p + ": not a regular file (pipes and devices cannot be packed)");
+    if (!S_ISREG(st.st_mode))
+      throw UserError(p + ": not a regular file (pipes and devices cannot be packed)");
     total_bytes_ += static_cast<int64_t>(st.st_size);
   }
 }

@@ -142,10 +142,11 @@ TokenDataset::TokenDataset(const std::string& path, const std::string& split, in
                     " + 1): use more text or a smaller --model.context");
 
   token_type_ = *type;
-  const hid_t native =
-      *type == TokenType::U16 ? H5T_NATIVE_UINT16 : *type == TokenType::U32 ? H5T_NATIVE_UINT32 : H5T_NATIVE_INT32;
-  src_ = open_source(file.id(), SourceRequest{name, native, tokens_, token_type_size(*type),
-                                              options.allow_mmap, what_});
+  const hid_t native = *type == TokenType::U16   ? H5T_NATIVE_UINT16
+                       : *type == TokenType::U32 ? H5T_NATIVE_UINT32
+                                                 : H5T_NATIVE_INT32;
+  src_ = open_source(file.id(),
+                     SourceRequest{name, native, tokens_, token_type_size(*type), options.allow_mmap, what_});
 
   // Vocabulary: this split's attribute, else /train/tokens' (train and val must agree), else max + 1.
   std::optional<int64_t> vocab = vocab_attr(dset.id(), what_);
@@ -180,7 +181,8 @@ TokenDataset::TokenDataset(const std::string& path, const std::string& split, in
 
   info_.size = (tokens_ - 1) / context;
   info_.sample_shape = Shape{context};
-  info_.x_dtype = *type == TokenType::U16 ? DType::U16 : DType::I32;  // uint32 ids are below 2^31 (the vocabulary)
+  info_.x_dtype =
+      *type == TokenType::U16 ? DType::U16 : DType::I32;  // uint32 ids are below 2^31 (the vocabulary)
   info_.classification = true;
   info_.num_classes = *vocab;
   info_.target_shape = Shape{context};
@@ -291,8 +293,7 @@ std::vector<int64_t> TokenDataset::read_tokens(int64_t first, int64_t n) const {
   std::vector<int64_t> out;
   out.reserve(static_cast<size_t>(n));
   scan_rows(*src_, first, n, [&](const std::byte* rows, int64_t, int64_t count) {
-    for (int64_t i = 0; i < count; ++i)
-      out.push_back(load_token(rows + i * src_->row_bytes(), token_type_));
+    for (int64_t i = 0; i < count; ++i) out.push_back(load_token(rows + i * src_->row_bytes(), token_type_));
   });
   return out;
 }

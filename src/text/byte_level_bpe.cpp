@@ -11,12 +11,15 @@
 
 namespace hpc::text {
 
-const char* const GPT2_PATTERN = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+const char* const GPT2_PATTERN =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
 uint32_t byte_to_unicode(uint8_t b) {
   // Printable Latin-1 stands for itself; the 68 other bytes (controls, space, DEL, NBSP, soft hyphen)
   // take U+0100 onwards, in byte order.
-  const auto printable = [](unsigned v) { return (v >= 33 && v <= 126) || (v >= 161 && v <= 172) || v >= 174; };
+  const auto printable = [](unsigned v) {
+    return (v >= 33 && v <= 126) || (v >= 161 && v <= 172) || v >= 174;
+  };
   if (printable(b)) return b;
   uint32_t n = 0;
   for (unsigned v = 0; v < b; ++v) n += printable(v) ? 0 : 1;
@@ -110,7 +113,8 @@ ByteLevelBpe::ByteLevelBpe(const BpeSpec& spec)
   id_of_bytes_.reserve(spec.vocab.size());
   std::string bytes;
   for (const auto& [s, id] : spec.vocab) {
-    if (id < 0) throw UserError(origin_ + ": model.vocab gives '" + s + "' the negative id " + std::to_string(id));
+    if (id < 0)
+      throw UserError(origin_ + ": model.vocab gives '" + s + "' the negative id " + std::to_string(id));
     if (used[static_cast<size_t>(id)])
       throw UserError(origin_ + ": model.vocab gives id " + std::to_string(id) + " to two tokens");
     used[static_cast<size_t>(id)] = 1;
@@ -152,7 +156,8 @@ ByteLevelBpe::ByteLevelBpe(const BpeSpec& spec)
 
   for (const auto& a : spec.added) {
     if (a.id < 0) throw UserError(origin_ + ": added_tokens: '" + a.content + "' has a negative id");
-    if (a.content.empty()) throw UserError(origin_ + ": added_tokens: id " + std::to_string(a.id) + " has no content");
+    if (a.content.empty())
+      throw UserError(origin_ + ": added_tokens: id " + std::to_string(a.id) + " has no content");
     text_of_id_[static_cast<size_t>(a.id)] = a.content;
     if (!a.special) matched_added_.push_back(a);
   }
@@ -161,13 +166,15 @@ ByteLevelBpe::ByteLevelBpe(const BpeSpec& spec)
     const BpeSpec::Stage& st = spec.stages[i];
     if (st.add_prefix_space) {
       if (i != 0)
-        throw UserError(origin_ + ": pre_tokenizer: ByteLevel's add_prefix_space after another pre-tokenizer is "
-                                  "not supported");
+        throw UserError(origin_ +
+                        ": pre_tokenizer: ByteLevel's add_prefix_space after another pre-tokenizer is "
+                        "not supported");
       add_prefix_space_ = true;
     }
     Stage stage;
     stage.remove_matches = st.remove_matches;
-    if (!st.pattern.empty()) stage.regex = std::make_unique<PretokenRegex>(st.pattern, origin_ + ": pre_tokenizer");
+    if (!st.pattern.empty())
+      stage.regex = std::make_unique<PretokenRegex>(st.pattern, origin_ + ": pre_tokenizer");
     stages_.push_back(std::move(stage));
   }
 }
@@ -223,7 +230,8 @@ void ByteLevelBpe::split(size_t stage, std::string_view piece, std::vector<int32
   if (!st.regex) return split(stage + 1, piece, out);
   size_t pos = 0, begin = 0, end = 0;
   while (st.regex->find(piece, pos, begin, end)) {
-    if (begin > pos) split(stage + 1, piece.substr(pos, begin - pos), out);  // the gap: a piece too (Isolated)
+    if (begin > pos)
+      split(stage + 1, piece.substr(pos, begin - pos), out);  // the gap: a piece too (Isolated)
     if (!st.remove_matches) split(stage + 1, piece.substr(begin, end - begin), out);
     pos = end;
   }
@@ -256,7 +264,8 @@ void ByteLevelBpe::encode_piece(std::string_view piece, std::vector<int32_t>& ou
   const size_t first = out.size();
   merge(piece, out);
   if (cache.ids.size() >= CACHE_ENTRIES) cache.ids.clear();
-  cache.ids.emplace(std::string(piece), std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(first), out.end()));
+  cache.ids.emplace(std::string(piece),
+                    std::vector<int32_t>(out.begin() + static_cast<std::ptrdiff_t>(first), out.end()));
 }
 
 void ByteLevelBpe::merge(std::string_view piece, std::vector<int32_t>& out) const {
@@ -275,8 +284,8 @@ void ByteLevelBpe::merge(std::string_view piece, std::vector<int32_t>& out) cons
   symbols.resize(static_cast<size_t>(n));
   heap.clear();
   for (int32_t i = 0; i < n; ++i)
-    symbols[static_cast<size_t>(i)] = {byte_id_[static_cast<unsigned char>(piece[static_cast<size_t>(i)])], i - 1,
-                                       i + 1 < n ? i + 1 : -1};
+    symbols[static_cast<size_t>(i)] = {byte_id_[static_cast<unsigned char>(piece[static_cast<size_t>(i)])],
+                                       i - 1, i + 1 < n ? i + 1 : -1};
   const auto merge_at = [&](int32_t pos) -> const MergeTable::Merge* {
     const Symbol& a = symbols[static_cast<size_t>(pos)];
     return a.next < 0 ? nullptr : merges_.find(a.id, symbols[static_cast<size_t>(a.next)].id);
@@ -307,13 +316,14 @@ void ByteLevelBpe::merge(std::string_view piece, std::vector<int32_t>& out) cons
     if (a.prev >= 0) push(a.prev);
     push(c.pos);
   }
-  for (int32_t i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next) out.push_back(symbols[static_cast<size_t>(i)].id);
+  for (int32_t i = 0; i >= 0; i = symbols[static_cast<size_t>(i)].next)
+    out.push_back(symbols[static_cast<size_t>(i)].id);
 }
 
 std::string ByteLevelBpe::token_text(int32_t id) const {
   if (id < 0 || id >= vocab_size())
-    throw UserError("token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(vocab_size()) +
-                    " (" + origin_ + ")");
+    throw UserError("token id " + std::to_string(id) + " is outside the vocabulary of " +
+                    std::to_string(vocab_size()) + " (" + origin_ + ")");
   return text_of_id_[static_cast<size_t>(id)];
 }
 
@@ -325,6 +335,8 @@ std::string ByteLevelBpe::decode(const std::vector<int32_t>& ids) const {
 
 }  // namespace
 
-std::unique_ptr<Tokenizer> make_byte_level_bpe(const BpeSpec& spec) { return std::make_unique<ByteLevelBpe>(spec); }
+std::unique_ptr<Tokenizer> make_byte_level_bpe(const BpeSpec& spec) {
+  return std::make_unique<ByteLevelBpe>(spec);
+}
 
 }  // namespace hpc::text

@@ -32,8 +32,8 @@ SentencePieceLoadFn plugin_load() {
     if (!ec)
       for (const char* dir : {".", "../lib", ".."})
         candidates.push_back(exe.parent_path() / dir / SENTENCEPIECE_PLUGIN);
-    // RTLD_DEEPBIND keeps libsentencepiece's bundled protobuf apart from the process's libprotobuf; the
-    // sanitizers' runtimes refuse it (and their test programs do not load libprotobuf).
+        // RTLD_DEEPBIND keeps libsentencepiece's bundled protobuf apart from the process's libprotobuf; the
+        // sanitizers' runtimes refuse it (and their test programs do not load libprotobuf).
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
     constexpr int FLAGS = RTLD_NOW | RTLD_LOCAL;
 #else
@@ -66,7 +66,8 @@ std::unique_ptr<SentencePieceModel> load_model(const std::string& bytes, const s
   std::unique_ptr<SentencePieceModel> m(plugin_load()(bytes.data(), bytes.size(), &error));
   if (!m || m->piece_count() <= 0) {
     // libsentencepiece's message for bytes that are no ModelProto names its source line: say it plainly.
-    if (error.find("ParseFromArray") != std::string::npos) error = "its bytes are not a ModelProto protocol buffer";
+    if (error.find("ParseFromArray") != std::string::npos)
+      error = "its bytes are not a ModelProto protocol buffer";
     throw UserError(origin + ": not a SentencePiece model (" + (m ? std::string("no pieces") : error) + ")");
   }
   return m;
@@ -102,7 +103,7 @@ class SentencePieceTokenizer : public Tokenizer {
   std::unique_ptr<SentencePieceModel> sp_;
   // add_dummy_prefix off: the text after a byte that is not UTF-8 (only with byte fallback).
   std::unique_ptr<SentencePieceModel> continuation_;
-  int32_t byte_piece_[256] = {};      // <0xNN> → id (byte fallback)
+  int32_t byte_piece_[256] = {};     // <0xNN> → id (byte fallback)
   std::vector<int16_t> byte_of_id_;  // id → its byte for byte pieces, else -1
 };
 
@@ -119,8 +120,10 @@ SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_bytes, c
     }
   if (info_.byte_fallback) {
     if (std::count_if(byte_of_id_.begin(), byte_of_id_.end(), [](int16_t b) { return b >= 0; }) != 256)
-      throw UserError(origin + ": the SentencePiece model has byte fallback but not the 256 <0xNN> byte pieces");
-    continuation_ = load_model(info_.add_dummy_prefix ? without_dummy_prefix(model_bytes) : model_bytes, origin);
+      throw UserError(origin +
+                      ": the SentencePiece model has byte fallback but not the 256 <0xNN> byte pieces");
+    continuation_ =
+        load_model(info_.add_dummy_prefix ? without_dummy_prefix(model_bytes) : model_bytes, origin);
   }
 }
 
@@ -159,9 +162,11 @@ void SentencePieceTokenizer::check_ids(const std::vector<int32_t>& ids) const {
                       std::to_string(sp_->piece_count()) + " (" + origin_ + ")");
 }
 
-std::string SentencePieceTokenizer::decode_with(const SentencePieceModel& sp, const std::vector<int>& ids) const {
+std::string SentencePieceTokenizer::decode_with(const SentencePieceModel& sp,
+                                                const std::vector<int>& ids) const {
   std::string text, error;
-  if (!sp.decode(ids, text, error)) throw UserError(origin_ + ": SentencePiece could not decode (" + error + ")");
+  if (!sp.decode(ids, text, error))
+    throw UserError(origin_ + ": SentencePiece could not decode (" + error + ")");
   return text;
 }
 
@@ -203,7 +208,7 @@ std::string SentencePieceTokenizer::decode(const std::vector<int32_t>& ids) cons
 
 std::string SentencePieceTokenizer::token_text(int32_t id) const {
   check_ids({id});
-  if (sp_->is_control(id)) return sp_->piece(id);  // <s>, </s>: decode() drops them, as SentencePiece does
+  if (sp_->is_control(id)) return sp_->piece(id);    // <s>, </s>: decode() drops them, as SentencePiece does
   if (sp_->is_unknown(id)) return " \xE2\x81\x87 ";  // SentencePiece's " ⁇ "
   const int16_t byte = byte_of_id_[static_cast<size_t>(id)];
   if (byte >= 0) return std::string(1, static_cast<char>(byte));

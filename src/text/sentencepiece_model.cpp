@@ -18,8 +18,8 @@ constexpr int WIRE_VARINT = 0, WIRE_FIXED64 = 1, WIRE_BYTES = 2, WIRE_FIXED32 = 
 
 struct Field {
   int number = 0, wire = 0;
-  uint64_t value = 0;      // WIRE_VARINT
-  std::string_view bytes;  // WIRE_BYTES: the payload
+  uint64_t value = 0;         // WIRE_VARINT
+  std::string_view bytes;     // WIRE_BYTES: the payload
   size_t begin = 0, end = 0;  // the whole field (tag included) in the message
 };
 
@@ -87,7 +87,8 @@ SentencePieceModelInfo read_sentencepiece_info(const std::string& model_bytes) {
   const std::string_view normalizer = message_field(model_bytes, MODEL_NORMALIZER_SPEC);
   for (size_t at = 0; next_field(normalizer, at, f);) {
     if (f.number == NORMALIZER_NAME && f.wire == WIRE_BYTES) info.normalizer = std::string(f.bytes);
-    if (f.number == NORMALIZER_ADD_DUMMY_PREFIX && f.wire == WIRE_VARINT) info.add_dummy_prefix = f.value != 0;
+    if (f.number == NORMALIZER_ADD_DUMMY_PREFIX && f.wire == WIRE_VARINT)
+      info.add_dummy_prefix = f.value != 0;
   }
   return info;
 }

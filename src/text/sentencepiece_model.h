@@ -13,10 +13,10 @@
 namespace hpc::text {
 
 struct SentencePieceModelInfo {
-  std::string model_type = "unigram";  // unigram | bpe | word | char
-  bool byte_fallback = false;          // unknown characters become <0xNN> byte pieces
+  std::string model_type = "unigram";   // unigram | bpe | word | char
+  bool byte_fallback = false;           // unknown characters become <0xNN> byte pieces
   std::string normalizer = "nmt_nfkc";  // the normalization rule's name ("identity": none)
-  bool add_dummy_prefix = true;        // a "▁" is put before the text
+  bool add_dummy_prefix = true;         // a "▁" is put before the text
 };
 
 SentencePieceModelInfo read_sentencepiece_info(const std::string& model_bytes);

@@ -6,8 +6,8 @@
 
 namespace hpc::text {
 
-using data::H5Handle;
 using data::h5_check;
+using data::H5Handle;
 
 namespace {
 

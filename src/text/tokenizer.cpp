@@ -17,7 +17,8 @@ std::unique_ptr<Tokenizer> Tokenizer::from_bytes(const std::string& bytes, const
   // A tokenizer.json is a JSON object; a .model is a protocol buffer, whose first byte is a field tag
   // (0x0A for its first piece), never '{' or whitespace.
   const size_t first = bytes.find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && bytes[first] == '{') return make_byte_level_bpe(parse_tokenizer_json(bytes, origin));
+  if (first != std::string::npos && bytes[first] == '{')
+    return make_byte_level_bpe(parse_tokenizer_json(bytes, origin));
   if (bytes.empty()) throw UserError(origin + ": empty file (not a tokenizer.json or SentencePiece .model)");
   return make_sentencepiece(bytes, origin);
 }

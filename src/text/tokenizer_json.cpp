@@ -79,7 +79,8 @@ void read_pre_tokenizer(const Reader& r, const json& pt, const std::string& key,
     return;
   }
   if (!spec.stages.empty() && spec.stages.back().kind == BpeSpec::Stage::ByteLevel)
-    r.fail(key, "(" + type + ") comes after ByteLevel: only Split pre-tokenizers before ByteLevel are supported");
+    r.fail(key,
+           "(" + type + ") comes after ByteLevel: only Split pre-tokenizers before ByteLevel are supported");
   BpeSpec::Stage stage;
   if (type == "ByteLevel") {
     stage.kind = BpeSpec::Stage::ByteLevel;
@@ -93,9 +94,11 @@ void read_pre_tokenizer(const Reader& r, const json& pt, const std::string& key,
     stage.remove_matches = behavior == "Removed";
     if (r.flag(pt, key, "invert", false)) r.fail(key + ".invert", "is true: not supported");
   } else if (type == "Metaspace") {
-    r.fail(key, "is Metaspace: a SentencePiece-style vocabulary, not byte-level BPE (pack its tokenizer.model)");
+    r.fail(key,
+           "is Metaspace: a SentencePiece-style vocabulary, not byte-level BPE (pack its tokenizer.model)");
   } else {
-    r.fail(key, "is " + type + ": only ByteLevel, Split and a Sequence of them are supported (byte-level BPE)");
+    r.fail(key,
+           "is " + type + ": only ByteLevel, Split and a Sequence of them are supported (byte-level BPE)");
   }
   spec.stages.push_back(std::move(stage));
 }
@@ -106,7 +109,8 @@ std::pair<std::string, std::string> read_merge(const Reader& r, const json& m, s
   if (m.is_string()) {
     const std::string s = m.get<std::string>();
     const size_t space = s.find(' ');
-    if (space == std::string::npos || space == 0 || space + 1 == s.size() || s.find(' ', space + 1) != std::string::npos)
+    if (space == std::string::npos || space == 0 || space + 1 == s.size() ||
+        s.find(' ', space + 1) != std::string::npos)
       r.fail(key, "('" + s + "') is not two tokens separated by one space");
     return {s.substr(0, space), s.substr(space + 1)};
   }
@@ -170,12 +174,14 @@ BpeSpec parse_tokenizer_json(const std::string& bytes, const std::string& origin
   // Older files leave the type out; a model with merges is then BPE.
   const std::string type = model.contains("type") ? r.string_at(model, "model", "type") : "BPE";
   if (type != "BPE")
-    r.fail("model.type", "is " + type + ": only byte-level BPE is supported" +
-                             (type == "WordPiece" || type == "Unigram" || type == "WordLevel"
-                                  ? std::string(" (not ") + type + "; a SentencePiece .model can be used directly)"
-                                  : std::string()));
+    r.fail("model.type",
+           "is " + type + ": only byte-level BPE is supported" +
+               (type == "WordPiece" || type == "Unigram" || type == "WordLevel"
+                    ? std::string(" (not ") + type + "; a SentencePiece .model can be used directly)"
+                    : std::string()));
   if (r.flag(model, "model", "byte_fallback", false))
-    r.fail("model.byte_fallback", "is true: a SentencePiece-style BPE, not byte-level (pack its tokenizer.model)");
+    r.fail("model.byte_fallback",
+           "is true: a SentencePiece-style BPE, not byte-level (pack its tokenizer.model)");
   for (const char* affix : {"continuing_subword_prefix", "end_of_word_suffix"})
     if (model.contains(affix) && model[affix].is_string() && !model[affix].get<std::string>().empty())
       r.fail(std::string("model.") + affix, "is set: not supported in byte-level BPE");
@@ -186,7 +192,8 @@ BpeSpec parse_tokenizer_json(const std::string& bytes, const std::string& origin
   const json& vocab = r.require(model, "model", "vocab");
   if (!vocab.is_object()) r.fail("model.vocab", "is not an object of token: id");
   spec.vocab.reserve(vocab.size());
-  for (const auto& [token, id] : vocab.items()) spec.vocab.emplace_back(token, r.id(id, "model.vocab['" + token + "']"));
+  for (const auto& [token, id] : vocab.items())
+    spec.vocab.emplace_back(token, r.id(id, "model.vocab['" + token + "']"));
   const json& merges = r.require(model, "model", "merges");
   if (!merges.is_array()) r.fail("model.merges", "is not a list");
   spec.merges.reserve(merges.size());
@@ -194,8 +201,10 @@ BpeSpec parse_tokenizer_json(const std::string& bytes, const std::string& origin
 
   if (j.contains("normalizer") && !j["normalizer"].is_null()) {
     const json& n = j["normalizer"];
-    const std::string ntype = n.is_object() && n.contains("type") && n["type"].is_string() ? n["type"].get<std::string>() : "?";
-    r.fail("normalizer", "is " + ntype + ": normalizers are not supported (byte-level BPE of GPT-2 and Llama 3 has none)");
+    const std::string ntype =
+        n.is_object() && n.contains("type") && n["type"].is_string() ? n["type"].get<std::string>() : "?";
+    r.fail("normalizer",
+           "is " + ntype + ": normalizers are not supported (byte-level BPE of GPT-2 and Llama 3 has none)");
   }
   const json& pre = r.require(j, "", "pre_tokenizer");
   read_pre_tokenizer(r, pre, "pre_tokenizer", spec);

@@ -35,8 +35,8 @@ std::string symbol(uint8_t b) {
 
 // A byte-level vocabulary: the 256 byte symbols (id = byte), then `merges` in order, each adding its
 // merged token; `extra` adds whole tokens without a merge.
-json tiny_tokenizer(const std::vector<std::pair<std::string, std::string>>& merges, bool ignore_merges = false,
-                    const std::vector<std::string>& extra = {}) {
+json tiny_tokenizer(const std::vector<std::pair<std::string, std::string>>& merges,
+                    bool ignore_merges = false, const std::vector<std::string>& extra = {}) {
   json vocab = json::object();
   for (int b = 0; b < 256; ++b) vocab[symbol(static_cast<uint8_t>(b))] = b;
   json m = json::array();
@@ -76,11 +76,11 @@ TEST(Utf8, ValidityFollowsRfc3629) {
   using hpc::text::first_invalid_utf8;
   EXPECT_EQ(first_invalid_utf8("plain ASCII text, long enough for the 8-byte path"), std::string_view::npos);
   EXPECT_EQ(first_invalid_utf8("é€😀"), std::string_view::npos);
-  EXPECT_EQ(first_invalid_utf8("ab\xC0\xAF"), 2u);           // overlong '/'
-  EXPECT_EQ(first_invalid_utf8("ab\xED\xA0\x80"), 2u);       // a surrogate
-  EXPECT_EQ(first_invalid_utf8("\xF4\x90\x80\x80"), 0u);     // above U+10FFFF
-  EXPECT_EQ(first_invalid_utf8("abcdefgh\xE3\x81"), 8u);     // truncated at the end
-  EXPECT_EQ(first_invalid_utf8("\x80"), 0u);                 // a stray continuation byte
+  EXPECT_EQ(first_invalid_utf8("ab\xC0\xAF"), 2u);        // overlong '/'
+  EXPECT_EQ(first_invalid_utf8("ab\xED\xA0\x80"), 2u);    // a surrogate
+  EXPECT_EQ(first_invalid_utf8("\xF4\x90\x80\x80"), 0u);  // above U+10FFFF
+  EXPECT_EQ(first_invalid_utf8("abcdefgh\xE3\x81"), 8u);  // truncated at the end
+  EXPECT_EQ(first_invalid_utf8("\x80"), 0u);              // a stray continuation byte
   EXPECT_EQ(first_invalid_utf8("\xF0\x9F\x98\x80!"), std::string_view::npos);
 }
 
@@ -149,7 +149,10 @@ TEST(ByteLevelBpe, IgnoreMergesTakesWholePiecesFromTheVocabulary) {
 
 TEST(ByteLevelBpe, BytesThatAreNotUtf8AreKeptAndSplitTheText) {
   auto t = load(tiny_tokenizer({{symbol('a'), symbol('b')}}));
-  const std::string text = "ab\xff" "ab\xe3\x81" " ab";
+  const std::string text =
+      "ab\xff"
+      "ab\xe3\x81"
+      " ab";
   std::vector<int32_t> expect = t->encode("ab");
   expect.push_back(0xff);
   for (int32_t id : t->encode("ab")) expect.push_back(id);
@@ -232,20 +235,24 @@ TEST(TokenizerErrors, OneLineNamingFileAndKey) {
   EXPECT_NE(msg(no_byte.dump()).find("lacks 'Ā', the byte-level symbol of byte 0x00"), std::string::npos);
   json nfc = tiny_tokenizer({});
   nfc["normalizer"] = {{"type", "NFKC"}};
-  EXPECT_NE(msg(nfc.dump()).find("tok.json: normalizer is NFKC: normalizers are not supported"), std::string::npos);
+  EXPECT_NE(msg(nfc.dump()).find("tok.json: normalizer is NFKC: normalizers are not supported"),
+            std::string::npos);
   json metaspace = tiny_tokenizer({});
   metaspace["pre_tokenizer"] = {{"type", "Metaspace"}};
   EXPECT_NE(msg(metaspace.dump()).find("pre_tokenizer is Metaspace"), std::string::npos);
   json bad_regex = tiny_tokenizer({});
-  bad_regex["pre_tokenizer"] = {{"type", "Sequence"},
-                                {"pretokenizers",
-                                 {{{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}},
-                                  {{"type", "ByteLevel"}, {"use_regex", false}}}}};
+  bad_regex["pre_tokenizer"] = {
+      {"type", "Sequence"},
+      {"pretokenizers",
+       {{{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}},
+        {{"type", "ByteLevel"}, {"use_regex", false}}}}};
   EXPECT_NE(msg(bad_regex.dump()).find("the regex '(unclosed' does not compile"), std::string::npos);
   EXPECT_NE(msg("\x12\x34 this is not a protocol buffer").find("tok.json: not a SentencePiece model"),
             std::string::npos);
   EXPECT_NE(msg("").find("empty file"), std::string::npos);
-  EXPECT_NE(error_of([] { Tokenizer::load("/nonexistent/tokenizer.json"); }).find("/nonexistent/tokenizer.json: cannot open"),
+  EXPECT_NE(error_of([] {
+              Tokenizer::load("/nonexistent/tokenizer.json");
+            }).find("/nonexistent/tokenizer.json: cannot open"),
             std::string::npos);
 }
 
@@ -263,7 +270,8 @@ std::vector<std::string> reference_docs(const std::filesystem::path& dir) {
   std::vector<std::string> docs;
   for (const json& doc : json::parse(read(dir / "docs.json"))) {
     std::string s;
-    for (const json& seg : doc) s += seg.is_string() ? seg.get<std::string>() : std::string(1, static_cast<char>(seg.get<int>()));
+    for (const json& seg : doc)
+      s += seg.is_string() ? seg.get<std::string>() : std::string(1, static_cast<char>(seg.get<int>()));
     docs.push_back(std::move(s));
   }
   return docs;
@@ -304,18 +312,20 @@ TEST(Reference, IdsEqualThirdPartyAndDecodeBack) {
         size_t k = 0;
         while (k < got.size() && k < expect.size() && got[k] == expect[k]) ++k;
         std::string near;
-        for (size_t i = k; i < std::min(expect.size(), k + 4); ++i) near += "'" + tok->token_text(expect[i]) + "' ";
+        for (size_t i = k; i < std::min(expect.size(), k + 4); ++i)
+          near += "'" + tok->token_text(expect[i]) + "' ";
         if (++mismatches <= 5)
-          ADD_FAILURE() << "document " << doc << ": token " << k << " of " << expect.size() << " differs (got "
-                        << (k < got.size() ? std::to_string(got[k]) : "end") << ", reference "
-                        << (k < expect.size() ? std::to_string(expect[k]) : "end") << ": " << near << ")";
+          ADD_FAILURE() << "document " << doc << ": token " << k << " of " << expect.size()
+                        << " differs (got " << (k < got.size() ? std::to_string(got[k]) : "end")
+                        << ", reference " << (k < expect.size() ? std::to_string(expect[k]) : "end") << ": "
+                        << near << ")";
       }
       if (round_trip) EXPECT_EQ(tok->decode(got), text) << "document " << doc << " does not decode back";
     }
     EXPECT_EQ(doc, docs.size()) << "the reference has ids for fewer documents";
     EXPECT_EQ(mismatches, 0u);
-    std::printf("%s: %zu documents, %zu bytes, %zu differ from the reference%s\n", tok->name().c_str(), doc, bytes,
-                mismatches, round_trip ? ", every one decodes back" : "");
+    std::printf("%s: %zu documents, %zu bytes, %zu differ from the reference%s\n", tok->name().c_str(), doc,
+                bytes, mismatches, round_trip ? ", every one decodes back" : "");
     ++tokenizers;
   }
   EXPECT_GT(tokenizers, 0) << "no NAME.ids in " << dir;
