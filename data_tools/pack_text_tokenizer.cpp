@@ -194,6 +194,7 @@ int64_t encode_files(const text::Tokenizer& tok, const std::vector<std::string>&
     }
   };
   std::vector<std::jthread> pool;
+  pool.reserve(static_cast<size_t>(threads));
   for (int t = 0; t < threads; ++t) pool.emplace_back(worker);
   // Any exit, normal or by exception, stops and joins the workers (jthread joins on destruction).
   struct Stop {
@@ -362,7 +363,7 @@ void pack_text_tokenized(DatasetWriter& w, const PackOptions& opt) {
   std::printf("wrote %s: train %lld tokens", w.path().c_str(), static_cast<long long>(n_train));
   if (val_total > 0) std::printf(", val %lld tokens", static_cast<long long>(val_total));
   std::printf(" (%s, %s) from %lld documents (%s, %s)\n", wide ? "uint32" : "uint16", tok->name().c_str(),
-              static_cast<long long>(docs + val_docs), sep == DocSep::Line ? "one per line" : "one per file",
+              static_cast<long long>(docs) + static_cast<long long>(val_docs), sep == DocSep::Line ? "one per line" : "one per file",
               separators.empty() ? "no separator token" : separators.c_str());
   std::printf("tokenized %.3g MB in %.3g s: %.3g MB/s on %d thread%s\n", double(total) / 1e6, seconds,
               seconds > 0 ? double(total) / 1e6 / seconds : 0.0, threads, threads == 1 ? "" : "s");

@@ -105,7 +105,7 @@ ByteLevelBpe::ByteLevelBpe(const BpeSpec& spec)
   int32_t max_id = -1;
   for (const auto& [s, id] : spec.vocab) max_id = std::max(max_id, id);
   for (const auto& a : spec.added) max_id = std::max(max_id, a.id);
-  text_of_id_.assign(static_cast<size_t>(max_id + 1), std::string());
+  text_of_id_.assign(static_cast<size_t>(max_id) + 1, std::string());
   std::vector<char> used(text_of_id_.size(), 0);
 
   std::unordered_map<std::string_view, int32_t> id_of_symbol;  // the vocabulary as written in the file
@@ -141,7 +141,7 @@ ByteLevelBpe::ByteLevelBpe(const BpeSpec& spec)
 
   merges_ = MergeTable(spec.merges.size());
   for (size_t r = 0; r < spec.merges.size(); ++r) {
-    const auto& [left, right] = spec.merges[r];
+    const std::string &left = spec.merges[r].first, &right = spec.merges[r].second;
     const auto where = [&] {
       return origin_ + ": model.merges[" + std::to_string(r) + "] ('" + left + " " + right + "')";
     };

@@ -108,8 +108,7 @@ class SentencePieceTokenizer : public Tokenizer {
 };
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_bytes, const std::string& origin)
-    : origin_(origin), sp_(load_model(model_bytes, origin)) {
-  info_ = read_sentencepiece_info(model_bytes);
+    : origin_(origin), info_(read_sentencepiece_info(model_bytes)), sp_(load_model(model_bytes, origin)) {
   byte_of_id_.assign(static_cast<size_t>(sp_->piece_count()), -1);
   for (int id = 0; id < sp_->piece_count(); ++id)
     if (sp_->is_byte(id)) {

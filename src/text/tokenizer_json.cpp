@@ -57,15 +57,14 @@ class Reader {
 std::string split_pattern(const Reader& r, const json& split, const std::string& key) {
   const json& pattern = r.require(split, key, "pattern");
   if (pattern.contains("Regex") && pattern["Regex"].is_string()) return pattern["Regex"].get<std::string>();
-  if (pattern.contains("String") && pattern["String"].is_string()) {
-    std::string quoted;
-    for (char c : pattern["String"].get<std::string>()) {
-      if (std::string_view("\\^$.|?*+()[]{}-/").find(c) != std::string_view::npos) quoted += '\\';
-      quoted += c;
-    }
-    return quoted;
+  if (!pattern.contains("String") || !pattern["String"].is_string())
+    r.fail(key + ".pattern", "is neither {\"Regex\": …} nor {\"String\": …}");
+  std::string quoted;
+  for (char c : pattern["String"].get<std::string>()) {
+    if (std::string_view("\\^$.|?*+()[]{}-/").find(c) != std::string_view::npos) quoted += '\\';
+    quoted += c;
   }
-  r.fail(key + ".pattern", "is neither {\"Regex\": …} nor {\"String\": …}");
+  return quoted;
 }
 
 void read_pre_tokenizer(const Reader& r, const json& pt, const std::string& key, BpeSpec& spec) {
@@ -114,9 +113,9 @@ std::pair<std::string, std::string> read_merge(const Reader& r, const json& m, s
       r.fail(key, "('" + s + "') is not two tokens separated by one space");
     return {s.substr(0, space), s.substr(space + 1)};
   }
-  if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string())
-    return {m[0].get<std::string>(), m[1].get<std::string>()};
-  r.fail(key, "is neither \"a b\" nor [\"a\", \"b\"]");
+  if (!m.is_array() || m.size() != 2 || !m[0].is_string() || !m[1].is_string())
+    r.fail(key, "is neither \"a b\" nor [\"a\", \"b\"]");
+  return {m[0].get<std::string>(), m[1].get<std::string>()};
 }
 
 // The special token at an end of a TemplateProcessing's "single" template, if it is one.

@@ -284,7 +284,7 @@ TEST(Reference, IdsEqualThirdPartyAndDecodeBack) {
   const std::vector<std::string> docs = reference_docs(dir);
   int tokenizers = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::filesystem::path ids_path = entry.path();
+    const std::filesystem::path& ids_path = entry.path();
     if (ids_path.extension() != ".ids") continue;
     std::filesystem::path tok_path = ids_path;
     tok_path.replace_extension(".json");
