@@ -99,8 +99,8 @@ class SentencePieceTokenizer : public Tokenizer {
   std::string decode_with(const SentencePieceModel& sp, const std::vector<int>& ids) const;
 
   std::string origin_;
+  std::unique_ptr<SentencePieceModel> sp_;  // before info_: the bytes are read as a ModelProto once it parsed
   SentencePieceModelInfo info_;
-  std::unique_ptr<SentencePieceModel> sp_;
   // add_dummy_prefix off: the text after a byte that is not UTF-8 (only with byte fallback).
   std::unique_ptr<SentencePieceModel> continuation_;
   int32_t byte_piece_[256] = {};     // <0xNN> → id (byte fallback)
@@ -108,7 +108,7 @@ class SentencePieceTokenizer : public Tokenizer {
 };
 
 SentencePieceTokenizer::SentencePieceTokenizer(const std::string& model_bytes, const std::string& origin)
-    : origin_(origin), info_(read_sentencepiece_info(model_bytes)), sp_(load_model(model_bytes, origin)) {
+    : origin_(origin), sp_(load_model(model_bytes, origin)), info_(read_sentencepiece_info(model_bytes)) {
   byte_of_id_.assign(static_cast<size_t>(sp_->piece_count()), -1);
   for (int id = 0; id < sp_->piece_count(); ++id)
     if (sp_->is_byte(id)) {
