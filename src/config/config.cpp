@@ -263,6 +263,19 @@ void check_combination(const Config& c, const std::map<std::string, std::string>
     throw UserError("option --out: required for predict (the HDF5 file to write, e.g. --out preds.h5)");
   if (c.command == Command::Export && c.eval.out.empty())
     throw UserError("option -o/--out: required for export (the directory to write, e.g. -o exported)");
+  const DistConfig defaults;
+  if (c.dist.zero != 3)
+    for (const auto& [name, changed] :
+         {std::pair{"dist.zero_unit_mb", c.dist.zero_unit_mb != defaults.zero_unit_mb},
+          std::pair{"dist.zero_keep_mb", c.dist.zero_keep_mb != defaults.zero_keep_mb},
+          std::pair{"dist.zero_prefetch", c.dist.zero_prefetch != defaults.zero_prefetch}})
+      if (changed)
+        throw UserError(option_label(name, where) + ": applies to dist.zero 3 only (dist.zero is " +
+                        std::to_string(c.dist.zero) + ")");
+  if (c.dist.zero == 3 && !c.dist.overlap)
+    throw UserError(option_label("dist.overlap", where) +
+                    ": dist.zero 3 cannot be combined with dist.overlap false: stage 3 reduce-scatters each "
+                    "unit's gradients as its backward ends, so that no rank ever holds all of them");
   if (c.optim.schedule == ScheduleKind::Cosine && c.optim.min_lr > c.optim.lr)
     throw UserError(option_label("optim.min_lr", where) + ": must be <= optim.lr (got " +
                     config::format_float(c.optim.min_lr) + " > " + config::format_float(c.optim.lr) + ")");

@@ -29,7 +29,7 @@ constexpr Range POSITIVE{0, true, INF, false};
 constexpr Range NON_NEGATIVE{0, false, INF, false};
 constexpr Range AT_LEAST_ONE{1, false, INF, false};
 constexpr Range UNIT_HALF_OPEN{0, false, 1, true};  // [0, 1): decay rates, smoothing
-constexpr Range ZERO_STAGES{0, false, 2, false};    // dist.zero: 0, 1, 2
+constexpr Range ZERO_STAGES{0, false, 3, false};    // dist.zero: 0, 1, 2, 3
 
 std::string preset_help() {
   std::string help = "network:";
@@ -351,7 +351,16 @@ std::vector<OptionSpec> build_table() {
              "library's MPI_Iallreduce / MPI_Ireduce_scatter: its tuned algorithms, bits may change)"),
       number("dist.zero", FIELD(dist.zero), ZERO_STAGES,
              "ZeRO stage: 0 replicated; 1 optimizer state sharded over the ranks; 2 also gradients "
-             "reduce-scattered bucket by bucket during backward"),
+             "reduce-scattered bucket by bucket during backward; 3 also parameters, gathered unit by unit"),
+      number(
+          "dist.zero_unit_mb", FIELD(dist.zero_unit_mb), NON_NEGATIVE,
+          "dist.zero 3: most MiB of parameters gathered as one unit (consecutive layers bucketed up to it; "
+          "a layer is never split); 0 = a unit per layer"),
+      number(
+          "dist.zero_keep_mb", FIELD(dist.zero_keep_mb), NON_NEGATIVE,
+          "dist.zero 3: units of at most this many MiB stay gathered from their forward to their backward"),
+      flag("dist.zero_prefetch", FIELD(dist.zero_prefetch),
+           "dist.zero 3: gather the next unit while the current one computes (false: each when needed)"),
 
       number("log.every", FIELD(log.every), AT_LEAST_ONE, "steps between step-table lines"),
       choice("log.progress", FIELD(log.progress), "auto: a bar on a TTY, plain lines otherwise"),

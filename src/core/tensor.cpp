@@ -9,6 +9,7 @@
 
 #include "core/device_memory.h"
 #include "core/error.h"
+#include "core/mem_ledger.h"
 
 namespace hpc {
 
@@ -95,10 +96,12 @@ Buffer::Buffer(Device device, size_t num_bytes, bool pinned) : device_(device), 
   } else {
     data_ = device_alloc(num_bytes);
   }
+  mem_use_add(data_, num_bytes);
 }
 
 Buffer::~Buffer() {
   if (!data_) return;
+  mem_use_remove(data_);
   if (pinned_)
     pinned_free(data_);
   else if (device_ == Device::CPU)

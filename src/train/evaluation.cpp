@@ -54,6 +54,15 @@ EvalResult evaluate_split(const EvalInputs& in, EvalDetail* detail, const BatchS
   rc.training = false;
   rc.seed = in.seed;
   Tensor staging;
+  // Lockstep: the forwards the ranks with fewer batches run so that every rank runs as many.
+  if (in.lockstep) {
+    const int64_t most = (batches + world - 1) / world;
+    if (most > mine) {
+      const Shape shape = in.model->input_shape().with_batch(rows);
+      const Tensor zeros(shape, in.model->input_dtype(), in.model->device());
+      for (int64_t j = mine; j < most; ++j) in.model->forward(zeros, rc);
+    }
+  }
   for (int64_t j = 0; j < mine; ++j) {
     const int64_t b = j * world + rank;
     const data::Batch& batch = in.loader->next();

@@ -1,6 +1,7 @@
 // --model.init (see model_init.h).
 #include "train/model_init.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -138,7 +139,9 @@ std::string init_model(nn::Model& model, const std::string& path, const std::str
     return &it->second;
   };
 
+  // What the model stores: every parameter, or its shard (dist.zero 3: elements [lo, hi) of the layout).
   Tensor params = to_host(model.params());
+  const int64_t lo = model.params_lo(), hi = lo + params.count();
   int64_t loaded = 0, fresh = 0;
   for (const nn::ParamInfo& p : model.param_info()) {
     const Tensor* t = take(p.name, p.shape);
@@ -146,7 +149,10 @@ std::string init_model(nn::Model& model, const std::string& path, const std::str
       ++fresh;
       continue;
     }
-    std::copy(t->data<float>(), t->data<float>() + t->count(), params.data<float>() + p.offset);
+    const int64_t a = std::max(p.offset, lo), b = std::min(p.offset + t->count(), hi);
+    if (a < b)
+      std::copy(t->data<float>() + (a - p.offset), t->data<float>() + (b - p.offset),
+                params.data<float>() + (a - lo));
     ++loaded;
   }
   from_host(params, model.params());

@@ -17,8 +17,10 @@
 #include "backend/cpu/threads.h"
 #include "backend/device.h"
 #include "core/error.h"
+#include "core/mem_ledger.h"
 #include "data/augment.h"
 #include "dist/devices.h"
+#include "dist/shards.h"
 #include "train/device_choice.h"
 #include "train/model_init.h"
 #include "train/trainer.h"
@@ -115,7 +117,7 @@ void Trainer::build_model() {
   const Task& task = data_.task;
   model_ = std::make_unique<nn::Model>(task.model_layers(cfg_.model, info), info.sample_shape,
                                        MixedPrecision::model_dtype(cfg_.train.precision, device_),
-                                       cfg_.train.seed, device_);
+                                       cfg_.train.seed, device_, stored_range());
   task.check_output(model_->output_shape(), info);
   // Fine-tuning: every rank loads (a failure is agreed in main.cpp); a resume then overrides it.
   if (!cfg_.model.init.empty()) init_note_ = init_model(*model_, cfg_.model.init, cfg_.model.init_skip);
@@ -128,7 +130,8 @@ void Trainer::build_model() {
 
 void Trainer::sync_replicas() {
   if (ctx_.world() == 1) return;
-  comm_for(model_->params()).broadcast(model_->params(), 0);
+  // A shard (dist.zero 3) was drawn by each rank itself: initial values are a pure function of the seed.
+  if (model_->stores_whole_params()) comm_for(model_->params()).broadcast(model_->params(), 0);
   for (auto& [name, t] : model_->buffers()) comm_for(t).broadcast(t, 0);
   check_same_model(comm_, *model_);
 }
@@ -138,8 +141,11 @@ void Trainer::build_optimizer() {
   // dist.zero: master weights, fp32 gradients and optimizer state for this rank's shard only.
   sharding_ =
       std::make_unique<Sharding>(cfg_.dist.zero, ctx_.rank(), ctx_.world(), model_->num_params(), device_);
-  precision_ = std::make_unique<MixedPrecision>(cfg_.train.precision, device_, model_->params(),
-                                                model_->grads(), sharding_->lo(), sharding_->hi());
+  // The shard's range of what the model stores (all of it, or with dist.zero 3 exactly the shard).
+  const Shape shard{sharding_->count()};
+  precision_ = std::make_unique<MixedPrecision>(
+      cfg_.train.precision, device_, model_->params().slice(sharding_->lo() - model_->params_lo(), shard),
+      model_->grads().slice(sharding_->lo() - model_->grads_lo(), shard));
   if (sharding_->active())
     precision_->set_count_over_ranks([this](double n) {
       comm_.allreduce(Tensor::borrow(&n, Shape{1}, DType::F64), dist::ReduceOp::Max);
@@ -147,6 +153,7 @@ void Trainer::build_optimizer() {
     });
   peak_lr_ = optim::scaled_lr(cfg_.optim, global_batch_, &lr_note_);
   // The optimizer steps the fp32 master weights of a 16-bit model (the model's own buffer otherwise).
+  const MemUseScope use(MemUse::OptimizerState);
   optimizer_ = optim::Optimizer::create(
       cfg_.optim, precision_->optimizer_params(),
       optim::decay_ranges_in(optim::decay_ranges_of(model_->param_info()), sharding_->lo(), sharding_->hi()));
@@ -155,6 +162,7 @@ void Trainer::build_optimizer() {
 
 void Trainer::build_reducer() {
   if (ctx_.world() == 1) return;
+  if (!model_->stores_whole_grads()) return build_sharded_params();  // ZeRO 3, or 2 on a GPU
   std::vector<int64_t> cuts;  // buckets end at parameter boundaries: a tensor is never split
   for (const nn::ParamInfo& p : model_->param_info()) cuts.push_back(p.offset);
   // ZeRO 1 reduce-scatters the buckets after backward, ZeRO 2 as backward completes them (dist.overlap).

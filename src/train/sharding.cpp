@@ -32,7 +32,7 @@ Sharding::Sharding(int stage, int rank, int world, int64_t num_params, Device de
       num_params_(num_params),
       device_(device),
       bounds_(dist::shard_bounds(num_params, world)) {
-  HPC_ASSERT(stage >= 0 && stage <= 2, "dist.zero must be 0, 1 or 2");
+  HPC_ASSERT(stage >= 0 && stage <= 3, "dist.zero must be 0, 1, 2 or 3");
 }
 
 std::string Sharding::note() const {

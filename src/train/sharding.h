@@ -1,6 +1,8 @@
-// ZeRO in the trainer (dist.zero = 1 | 2): which part of the flat buffers
+// ZeRO in the trainer (dist.zero = 1 | 2 | 3): which part of the flat buffers
 // this rank owns, the global gradient norm, and moving sharded state to and
-// from the one checkpoint writer.
+// from the one checkpoint writer. (Stage 3, where the model itself stores
+// only the shard and gathers units as layers need them, is
+// dist/sharded_params.h; the ranges and the norm here are the same.)
 //
 // Rank r owns elements [lo, hi) of the flat parameter buffer
 // (dist::shard_bounds): its master weights (16-bit runs), the reduced

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/fault.h"
 #include "core/host_pages.h"
+#include "core/mem_ledger.h"
 #include "train/evaluation.h"
 
 namespace hpc::train {
@@ -170,7 +171,7 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
     tracer_->span("h2d", "host to device", d1, h2d);
     tracer_->phase("forward");
     // ZeRO: the previous step's parameter all-gathers complete layer by layer, as forward needs them.
-    const Tensor& logits = model_->forward(x, rc, params_pending() ? [this, &gather_wait](int64_t end) {
+    const Tensor& logits = model_->forward(x, rc, reducer_ && reducer_->allgather_pending() ? [this, &gather_wait](int64_t end) {
       const double g0 = dist::monotonic_seconds();
       reducer_->params_ready(end);
       gather_wait += dist::monotonic_seconds() - g0;
@@ -194,17 +195,20 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
         reducer_->on_ready(frontier);
       });
     } else {
+      begin_sharded_backward(last);
       fault_at(FaultPoint::Backward);
       model_->backward(dlogits_, rc);
     }
     t.compute += seconds_since(t1);
   }
+  gather_wait += sharded_waits_in_compute(t);
   t.compute -= gather_wait;
   t.comm += gather_wait;
   // The wait in finish() is the communication backward did not hide.
   tracer_->phase("gradient wait");
   const double w0 = dist::monotonic_seconds();
   if (reducer_) t.comm += reducer_->finish();
+  t.comm += finish_sharded_backward();
   const double o0 = dist::monotonic_seconds();
   tracer_->span("comm", "gradient wait", w0, o0);
   tracer_->phase("optimizer");
@@ -244,7 +248,7 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
   t.compute += seconds_since(t2);
   // Every rank's updated shard to every rank: started here, waited for by the next forward layer by
   // layer (or by settle_params, before anything else reads the parameters).
-  if (sharding_->active()) reducer_->start_allgather(model_->params());
+  start_param_allgather();
   ++step_;
 }
 
@@ -304,18 +308,29 @@ void Trainer::log_step(int64_t epoch, const StepTimes& t, double window_s) {
       .add("optimizer_state_mb", optimizer_state_bytes() / 1048576.0)
       .add("grad_buffer_mb", grad_buffer_bytes() / 1048576.0);
   if (task().language_model()) r.add("tokens_per_s", sps * per_sample);
+  if (sharded_) r.add("gather_ms", 1e3 * t.gather / steps);
+  // What this rank's own allocations held at most (core/mem_ledger.h): the memory model, measured.
+  for (auto [key, use] : {std::pair{"peak_params_mb", MemUse::Params},
+                          {"peak_grads_mb", MemUse::Grads},
+                          {"peak_optimizer_mb", MemUse::OptimizerState},
+                          {"peak_gather_mb", MemUse::GatherBuffers},
+                          {"peak_staging_mb", MemUse::GradStaging}})
+    r.add(key, static_cast<double>(mem_use_stats(use).peak) / 1048576.0);
   if (precision_->sixteen_bit())
     r.add("loss_scale", precision_->loss_scale()).add_int("skipped_steps", precision_->skipped_steps());
   if (device_ == Device::CUDA) r.add("device_mem_peak_mb", backend::device_memory_stats().peak / 1048576.0);
   metrics_.write(r);
 }
 
-bool Trainer::params_pending() const { return reducer_ && reducer_->allgather_pending(); }
+bool Trainer::params_pending() const {
+  return (reducer_ && reducer_->allgather_pending()) || (sharded_ && sharded_->param_allgather_pending());
+}
 
 void Trainer::settle_params() {
   if (!params_pending()) return;
   const double t0 = dist::monotonic_seconds();
-  reducer_->finish_allgather();
+  if (reducer_) reducer_->finish_allgather();
+  if (sharded_) sharded_->finish_param_allgather();
   tracer_->span("comm", "parameter all-gather", t0, dist::monotonic_seconds());
 }
 
@@ -332,6 +347,8 @@ EvalResult Trainer::evaluate() {
   in.comm = &comm_;
   in.rows = micro_batch_;
   in.seed = cfg_.train.seed;
+  in.lockstep =
+      sharded_ && !model_->stores_whole_params();  // ZeRO 3: forward gathers, on every rank together
   const data::SplitInfo& info = data_.val->info();
   in.top5 = info.classification && info.num_classes >= 10;
   return evaluate_split(in);
@@ -368,6 +385,7 @@ EvalResult Trainer::run() {
     win_times_.data += t.data;
     win_times_.compute += t.compute;
     win_times_.comm += t.comm;
+    win_times_.gather += t.gather;
     ++win_steps_;
     progress_->tick(step_);
     const bool epoch_end = step_ % steps_per_epoch_ == 0 || step_ == total_steps_;

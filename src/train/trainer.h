@@ -33,6 +33,7 @@
 #include "data/sampler.h"
 #include "dist/context.h"
 #include "dist/grad_reducer.h"
+#include "dist/sharded_params.h"
 #include "nn/loss.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
@@ -81,13 +82,22 @@ class Trainer {
   void build_model();      // model_, checked against the data; loss_
   void sync_replicas();    // rank 0's parameters and buffers everywhere, the same model on every rank
   void build_optimizer();  // precision_ (master weights), optimizer_, schedule_
-  void build_reducer();    // reducer_: gradient buckets cut at parameter boundaries
+  void build_reducer();    // reducer_: gradient buckets cut at parameter boundaries (or sharded_)
   void start_loaders();    // upload_, loaders, dlogits_
   void open_run_dir();     // config.ini, metrics.jsonl, progress, the deadline's first estimate
 
   struct StepTimes {
     double data = 0, compute = 0, comm = 0;
+    double gather = 0;  // of comm: dist.zero 3's waits for parameter gathers
   };
+  // ZeRO stage 3 (and 2 on a GPU): the model stores its shard (trainer_sharded.cpp).
+  nn::StoredRange stored_range() const;
+  void build_sharded_params();
+  void begin_sharded_backward(bool last);         // before each micro-step's backward
+  double sharded_waits_in_compute(StepTimes& t);  // gather and reduce waits inside forward and backward
+  double finish_sharded_backward();               // after the last backward: the reduction's wait
+  // After the optimizer: every rank's updated shard to every rank (ZeRO 1/2: waited for by the next forward).
+  void start_param_allgather();
   // One optimizer step over global batch `batch` of the current epoch. Adds to the running loss sums.
   void train_step(int64_t batch, StepTimes& t);
   // ZeRO: the last step's parameter all-gathers are still in flight (the next forward waits for
@@ -141,6 +151,7 @@ class Trainer {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<dist::GradReducer> reducer_;
+  std::unique_ptr<dist::ShardedParams> sharded_;  // instead of reducer_ when the model stores a shard
   MetricsLog metrics_;
   std::unique_ptr<Progress> progress_;
   std::string lr_note_;

@@ -138,7 +138,9 @@ void Trainer::apply_resume_checkpoint() {
   }
   for (auto& [name, t] : model_->buffers()) comm_for(t).broadcast(t, 0);
   precision_->publish();
-  if (sharding_->active()) reducer_->allgather_params(model_->params());
+  // ZeRO 1/2: the shards to every rank, as after every step (stage 3 gathers its units as forward runs).
+  start_param_allgather();
+  settle_params();
   // fp16's loss scale and its counters continue where they stopped (exact resume); a checkpoint
   // without them (another precision, or written before they were saved) starts the scale afresh.
   if (precision_->dynamic_scaling() && head[3] > 0)
