@@ -164,13 +164,14 @@ struct Config {
   Command command = Command::Train;
   std::string config_file;
   std::string run_dir = "runs/default";
-  std::string resume;      // "" | auto | PATH
-  std::string checkpoint;  // eval / sample
-  SampleConfig sample;     // sample
-  EvalConfig eval;         // eval, predict
-  bool json = false;       // doctor: print the report as JSON
-  bool local = false;      // doctor: this process only (no MPI, no fabric preflight)
-  std::string flight_dir;  // doctor --flight: analyse this run directory's flight records (no MPI)
+  std::string resume;        // "" | auto | PATH
+  std::string checkpoint;    // eval / sample
+  SampleConfig sample;       // sample
+  EvalConfig eval;           // eval, predict
+  bool json = false;         // doctor: print the report as JSON
+  bool local = false;        // doctor: this process only (no MPI, no fabric preflight)
+  std::string flight_dir;    // doctor --flight: analyse this run directory's flight records (no MPI)
+  int64_t memory_ranks = 0;  // doctor --memory N: the memory model on N ranks (no MPI); 0 = not asked
   DataConfig data;
   ModelConfig model;
   OptimConfig optim;

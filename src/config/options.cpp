@@ -251,6 +251,11 @@ std::vector<OptionSpec> build_table() {
       doctor_only(text("flight", FIELD(flight_dir), P::NON_EMPTY, "RUN_DIR",
                        "doctor: read RUN_DIR/flight-*.json (collective flight records) and name the "
                        "diverging collective and the ranks behind it")),
+      doctor_only(
+          number("memory", FIELD(memory_ranks), AT_LEAST_ONE,
+                 "doctor: print the configuration's per-rank memory model on this many ranks at "
+                 "dist.zero 0-3 (parameters, gradients, optimizer state, gather buffers, activations) "
+                 "and exit; no MPI, no training")),
       sample_only(text("prompt", FIELD(sample.prompt), P::ANY_TEXT, "TEXT",
                        "sample: the text to continue (its bytes are the first tokens)")),
       sample_only(number("tokens", FIELD(sample.tokens), AT_LEAST_ONE, "sample: tokens to generate")),

@@ -32,7 +32,7 @@ namespace {
 
 std::string mib(double bytes) {
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
+  std::snprintf(buf, sizeof buf, "%.3g MiB", bytes / 1048576.0);
   return buf;
 }
 
@@ -255,7 +255,7 @@ void UnitPlan::build_units(const nn::Model& model) {
   const int64_t limit = options_.unit_elems;
   for (int i = 0; i < num_layers_; ++i) {
     const int64_t own = model.layer_end(i) - model.layer_begin(i);
-    if (limit > 0 && own > limit) {
+    if (limit > 0 && own > limit && !options_.oversize_alone) {
       const nn::ParamInfo* largest = nullptr;
       for (const nn::ParamInfo& p : model.param_info())
         if (p.layer == i && (largest == nullptr || p.shape.count() > largest->shape.count())) largest = &p;
@@ -320,7 +320,12 @@ void UnitPlan::assign_buffers() {
   o.grads.resize(units_.size());
   walk(units_, {&train_forward_, &reduce_backward_}, o);
   peak_resident_ = o.peak;
-  walk(units_, {&train_forward_, &accumulate_backward_}, o);
+  // Accumulating, the gradients go into a whole-size buffer, not staging buffers: only the parameters count.
+  Overlaps accumulating;
+  accumulating.params = std::move(o.params);
+  accumulating.grads.resize(units_.size());
+  walk(units_, {&train_forward_, &accumulate_backward_}, accumulating);
+  o.params = std::move(accumulating.params);
   walk(units_, {&eval_forward_}, o);
   param_buffers_ = share_buffers(units_, o.params, options_.align, &Unit::param_buffer);
   grad_buffers_ = share_buffers(units_, o.grads, options_.align, &Unit::grad_buffer);

@@ -80,6 +80,9 @@ class UnitPlan {
     int64_t keep_elems = 0;  // units this small are kept from forward to backward
     int64_t align = 16;      // elements: 64 bytes of the model's dtype
     bool prefetch = true;    // gather the next unit while the current one computes
+    // A layer larger than unit_elems is a unit of its own instead of an error (stage 2's staging,
+    // whose units are about a bucket: a bucket may be smaller than a layer).
+    bool oversize_alone = false;
     // Where the numbers in error messages come from: "dist.zero_unit_mb 4".
     std::string unit_option;
     double bytes_per_elem = 4;

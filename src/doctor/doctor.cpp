@@ -35,6 +35,7 @@
 #include "doctor/probes.h"
 #include "doctor/report.h"
 #include "doctor/versions.h"
+#include "train/memory_model.h"
 
 extern char** environ;
 
@@ -160,6 +161,15 @@ Args::Args(int argc, const char* const* argv) : words_(argv, argv + argc) {
 
 int run(const Config& cfg, int* argc, char*** argv) {
   if (!cfg.flight_dir.empty()) return run_flight(cfg.flight_dir);  // a post-mortem: files only, no MPI
+  if (cfg.memory_ranks > 0) {                                      // arithmetic on the model's layout: no MPI
+    try {
+      train::print_memory_model(cfg, static_cast<int>(cfg.memory_ranks));
+      return EXIT_OK;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "hpctrain: error: %s\n", e.what());
+      return e.exit_code();
+    }
+  }
   EnvSnapshot env;
   env.vars = fabric_environment(environ, &env.hidden);
   if (cfg.local) return run_alone(cfg, env, "", "--local: no other ranks");

@@ -85,8 +85,9 @@ const ParamInfo& tied_owner(const std::vector<ParamInfo>& info, const ParamSpec&
 
 }  // namespace
 
-Model::Model(const std::string& spec, const Shape& input_shape, DType dtype, uint64_t seed, Device device)
-    : Model(parse_spec(spec), input_shape, dtype, seed, device) {}
+Model::Model(const std::string& spec, const Shape& input_shape, DType dtype, uint64_t seed, Device device,
+             const StoredRange& stored)
+    : Model(parse_spec(spec), input_shape, dtype, seed, device, stored) {}
 
 Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DType dtype, uint64_t seed,
              Device device, const StoredRange& stored)

@@ -76,7 +76,7 @@ class Model {
   // their own state (BatchNorm statistics, scratch) on the device of the
   // tensors they are given.
   Model(const std::string& spec, const Shape& input_shape, DType dtype, uint64_t seed,
-        Device device = Device::CPU);
+        Device device = Device::CPU, const StoredRange& stored = {});
   // The same from a spec already parsed (nn::parse_spec).
   Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DType dtype, uint64_t seed,
         Device device = Device::CPU, const StoredRange& stored = {});

@@ -100,6 +100,10 @@ void Trainer::print_header() {
               double(model_->params().num_bytes()) / 1048576.0, grad_buffer_bytes() / 1048576.0,
               optimizer_state_bytes() / 1048576.0,
               precision_->sixteen_bit() ? " (with fp32 master weights)" : "");
+  if (sharded_ && !model_->stores_whole_params())
+    std::printf(", gather buffers %.2f MiB, gradient staging %.2f MiB",
+                static_cast<double>(sharded_->gather_buffer_bytes()) / 1048576.0,
+                static_cast<double>(sharded_->grad_staging_bytes()) / 1048576.0);
   if (sharding_->active())
     std::printf("; ZeRO stage %d: this rank steps elements [%lld, %lld) of %lld", sharding_->stage(),
                 static_cast<long long>(sharding_->lo()), static_cast<long long>(sharding_->hi()),
@@ -115,6 +119,7 @@ void Trainer::print_header() {
                 cfg_.dist.overlap && sharding_->stage() != 1 ? "overlapped with backward"
                                                              : "after backward (no overlap)",
                 cfg_.dist.timeout);
+  std::printf("%s%s", sharded_summary().c_str(), memory_model_table().c_str());
   std::fflush(stdout);
   print_checkpoint_policy();
 }

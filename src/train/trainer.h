@@ -93,6 +93,8 @@ class Trainer {
   // ZeRO stage 3 (and 2 on a GPU): the model stores its shard (trainer_sharded.cpp).
   nn::StoredRange stored_range() const;
   void build_sharded_params();
+  std::string sharded_summary() const;     // the start-up line of stage 3 (or 2 on a GPU)
+  std::string memory_model_table() const;  // train/memory_model.h for this run
   void begin_sharded_backward(bool last);         // before each micro-step's backward
   double sharded_waits_in_compute(StepTimes& t);  // gather and reduce waits inside forward and backward
   double finish_sharded_backward();               // after the last backward: the reduction's wait

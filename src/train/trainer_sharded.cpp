@@ -10,11 +10,14 @@
 // train/sharding.h code every stage shares.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "config/options.h"
 #include "dist/shards.h"
+#include "train/memory_model.h"
 #include "train/trainer.h"
 
 namespace hpc::train {
@@ -25,6 +28,12 @@ namespace {
 // (its flat gradient buffer cannot give pages back as the CPU's does).
 bool shards_model(const Config& cfg, int world, Device device) {
   return world > 1 && (cfg.dist.zero == 3 || (cfg.dist.zero == 2 && device == Device::CUDA));
+}
+
+std::string format_mib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f MiB", bytes / 1048576.0);
+  return buf;
 }
 
 int64_t mib_to_elems(double mib, DType dtype) {
@@ -54,12 +63,49 @@ void Trainer::build_sharded_params() {
   o.plan.keep_elems = mib_to_elems(cfg_.dist.zero_keep_mb, dtype);
   o.plan.align = std::max<int64_t>(1, 64 / static_cast<int64_t>(dtype_size(dtype)));
   o.plan.prefetch = cfg_.dist.zero_prefetch;
+  o.plan.oversize_alone = o.grads_only;
   o.plan.unit_option = o.grads_only
                            ? "option --dist.bucket_mb " + config::format_float(cfg_.dist.bucket_mb)
                            : "option --dist.zero_unit_mb " + config::format_float(cfg_.dist.zero_unit_mb);
   o.plan.bytes_per_elem = static_cast<double>(dtype_size(dtype));
   o.whole_grads = cfg_.train.accum_steps > 1;
   sharded_ = std::make_unique<dist::ShardedParams>(*grad_comm_, *model_, sharding_->bounds(), o);
+}
+
+std::string Trainer::sharded_summary() const {
+  if (!sharded_) return "";
+  const dist::UnitPlan& plan = sharded_->plan();
+  const auto mib = [](int64_t bytes) { return format_mib(static_cast<double>(bytes)); };
+  const std::string staging = std::to_string(plan.grad_buffers().size()) + " staging buffer(s) of " +
+                              mib(sharded_->grad_staging_bytes()) + " in all";
+  if (cfg_.dist.zero == 2)
+    return "ZeRO stage 2 on the GPU: gradients in " + std::to_string(plan.units().size()) + " unit(s) of ~" +
+           config::format_float(cfg_.dist.bucket_mb) + " MiB, " + staging +
+           ", reduce-scattered as each unit's backward ends; parameters all-gathered after the optimizer\n";
+  return "ZeRO stage 3: " + std::to_string(plan.units().size()) + " unit(s) of parameters (" +
+         (cfg_.dist.zero_unit_mb > 0 ? "up to " + config::format_float(cfg_.dist.zero_unit_mb) + " MiB each"
+                                     : std::string("a unit per layer")) +
+         ") gathered into " + std::to_string(plan.param_buffers().size()) + " fixed buffer(s) of " +
+         mib(sharded_->gather_buffer_bytes()) + " in all, " +
+         (cfg_.dist.zero_prefetch ? "the next unit prefetched" : "no prefetch") +
+         ", units of <= " + config::format_float(cfg_.dist.zero_keep_mb) +
+         " MiB kept for backward; gradients " +
+         (cfg_.train.accum_steps > 1 ? "accumulated whole over the micro-steps" : "in " + staging) +
+         ", reduce-scattered as each unit's backward ends\n";
+}
+
+std::string Trainer::memory_model_table() const {
+  MemoryInputs in;
+  in.model = model_.get();
+  in.param_bytes = static_cast<double>(dtype_size(model_->dtype()));
+  in.world = ctx_.world();
+  in.batch = micro_batch_;
+  in.device = device_;
+  in.state_tensors = static_cast<int>(optimizer_->state().size());
+  in.sixteen_bit = precision_->sixteen_bit();
+  in.dist = cfg_.dist;
+  in.accum_steps = cfg_.train.accum_steps;
+  return memory_table(memory_model(in), ctx_.world(), ctx_.world() > 1 ? cfg_.dist.zero : 0);
 }
 
 void Trainer::begin_sharded_backward(bool last) {
