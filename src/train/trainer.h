@@ -93,8 +93,8 @@ class Trainer {
   // ZeRO stage 3 (and 2 on a GPU): the model stores its shard (trainer_sharded.cpp).
   nn::StoredRange stored_range() const;
   void build_sharded_params();
-  std::string sharded_summary() const;     // the start-up line of stage 3 (or 2 on a GPU)
-  std::string memory_model_table() const;  // train/memory_model.h for this run
+  std::string sharded_summary() const;            // the start-up line of stage 3 (or 2 on a GPU)
+  std::string memory_model_table() const;         // train/memory_model.h for this run
   void begin_sharded_backward(bool last);         // before each micro-step's backward
   double sharded_waits_in_compute(StepTimes& t);  // gather and reduce waits inside forward and backward
   double finish_sharded_backward();               // after the last backward: the reduction's wait
@@ -131,6 +131,11 @@ class Trainer {
   void settle_writes();
   // Rank 0: the log line (or error) of a finished write; EXIT_IO on a full disk.
   int report_write(const ckpt::WriteResult& r, bool background);
+  // Every rank, after a synchronous save: the peak host memory it added (VmHWM over rss_before);
+  // rank 0 logs the writer's and the largest other rank's, and a metrics record.
+  void report_save_memory(size_t rss_before, double seconds);
+  // Every rank's `mine`, in rank order, on every rank (one allgather).
+  std::vector<double> gather_from_ranks(double mine);
   void print_checkpoint_policy();
   // Every rank, once the traced steps are done (or the run ends): rank 0 writes log.trace.
   void finish_trace();

@@ -22,6 +22,7 @@
 #include "ckpt/validate.h"
 #include "core/error.h"
 #include "core/fault.h"
+#include "core/host_pages.h"
 #include "train/trainer.h"
 
 #ifndef HPCTRAIN_VERSION
@@ -253,6 +254,8 @@ bool Trainer::checkpoint_or_stop() {
 bool Trainer::save_checkpoint(const std::string& why, bool wait) {
   settle_params();  // ZeRO: the parameters are whole before they are saved
   const Clock::time_point t0 = Clock::now();
+  const size_t rss0 = rss_bytes();  // what a synchronous save costs each rank in host memory, measured
+  reset_peak_rss();
   const Tracer::Range range(*tracer_, "checkpoint");  // NVTX: the gather, snapshot (and a synchronous write)
   const int world = ctx_.world();
   // Every rank's open logging window, and its step: they must all be equal here.
@@ -334,12 +337,40 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
     }
   }
   ctx_.host_comm().broadcast(Tensor::borrow(status, Shape{3}, DType::F64), 0);
+  if (!background && status[0] != 0) report_save_memory(rss0, status[1]);
   if (status[2] != 0) exit_code_ = static_cast<int>(status[2]);
   if (status[0] == 0) return false;
   last_ckpt_step_ = step_;
   last_ckpt_time_ = Clock::now();
   if (!background) deadline_.set_save_seconds(status[1]);
   return true;
+}
+
+std::vector<double> Trainer::gather_from_ranks(double mine) {
+  std::vector<double> all(static_cast<size_t>(ctx_.world()));
+  ctx_.host_comm().allgather(Tensor::borrow(&mine, Shape{1}, DType::F64),
+                             Tensor::borrow(all.data(), Shape{ctx_.world()}, DType::F64));
+  return all;
+}
+
+void Trainer::report_save_memory(size_t rss_before, double seconds) {
+  const std::vector<double> extra =
+      gather_from_ranks(static_cast<double>(std::max(peak_rss_bytes(), rss_before) - rss_before) / 1048576.0);
+  if (!ctx_.is_root()) return;
+  double others = 0;
+  for (size_t r = 1; r < extra.size(); ++r) others = std::max(others, extra[r]);
+  char line[160];
+  std::snprintf(line, sizeof line, "checkpoint memory: peak +%.1f MiB on rank 0 (the writer)", extra[0]);
+  std::string out = line;
+  if (extra.size() > 1) {
+    std::snprintf(line, sizeof line, ", at most +%.1f MiB on another rank", others);
+    out += line;
+  }
+  progress_->line(out);
+  Record rec;
+  rec.add_int("checkpoint_step", step_).add("save_s", seconds).add("save_peak_mb_rank0", extra[0]);
+  if (extra.size() > 1) rec.add("save_peak_mb_others", others);
+  metrics_.write(rec);
 }
 
 int Trainer::report_write(const ckpt::WriteResult& r, bool background) {
