@@ -7,6 +7,8 @@
 # dist.reduce native (the library's MPI_Iallreduce / MPI_Ireduce_scatter) to rounding.
 # ShardedParams (tests/mpi/test_sharded_params.cpp) on 2 and 3 ranks: stage 3
 # and stage 2's staged gradients train the replicated bits.
+# Checkpoints written from shards (tests/mpi/test_ckpt_stream.cpp) on 2, 3, 4
+# ranks: the bits of a whole-tensor write; a failed write still drains.
 source "$(dirname "$0")/lib.bash"
 run() {
   local prog=$1; shift
@@ -19,3 +21,4 @@ run() {
 }
 run test_dist_shards 2 3 4 10
 run test_sharded_params 2 3
+run test_ckpt_stream 2 3 4
