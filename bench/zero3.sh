@@ -98,13 +98,21 @@ if [ "$what" = largest ] || [ "$what" = all ]; then
   echo
   echo "| zero | largest that trains (layers × width) | parameters | smallest that fails |"
   echo "| --- | --- | --- | --- |"
-  fits() {  # zero layers width
-    local d="$tmp/l-$1-$2-$3"
+  fits() {  # zero layers width: trains within the cap (a run that fails to start may hang: 300 s at most)
+    local d="$tmp/l-$1-$2-$3" pid t=0
     rm -rf "$d"
-    mpirun -np 2 --oversubscribe --bind-to none bash -c "ulimit -v $((cap * 1024)); exec \"\$@\"" _ \
+    setsid mpirun -np 2 --oversubscribe --bind-to none bash -c "ulimit -v $((cap * 1024)); exec \"\$@\"" _ \
       "$hp" --data.path "$tmp/t.h5" --log.progress none --run.dir "$d" --model.preset gpt-small --model.layers "$2" \
       --model.width "$3" --model.heads 8 --model.context 64 --optim.name adam --train.batch_size 1 --train.steps 2 \
-      --dist.zero "$1" --ckpt.async false > "$d.log" 2>&1
+      --dist.zero "$1" --ckpt.async false --train.device cpu > "$d.log" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null && [ $t -lt 300 ]; do sleep 1; t=$((t + 1)); done
+    if kill -0 "$pid" 2>/dev/null; then
+      pkill -9 -s "$pid" || true  # the session setsid made: mpirun and the ranks it started
+      wait "$pid" 2>/dev/null || true
+      return 1
+    fi
+    wait "$pid"
   }
   for z in 0 2 3; do
     best="-" bestp="-" fail="-"

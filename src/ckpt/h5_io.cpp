@@ -154,8 +154,8 @@ TensorWriter::TensorWriter(hid_t loc, const std::string& name, const Shape& shap
     : what_(what + ": dataset " + name) {
   dims_ = shape.dims().empty() ? std::vector<hsize_t>{1}
                                : std::vector<hsize_t>(shape.dims().begin(), shape.dims().end());
-  H5Handle space =
-      H5Handle::space(h5_check(H5Screate_simple(static_cast<int>(dims_.size()), dims_.data(), nullptr), what_));
+  H5Handle space = H5Handle::space(
+      h5_check(H5Screate_simple(static_cast<int>(dims_.size()), dims_.data(), nullptr), what_));
   H5Handle lcpl = H5Handle::plist(h5_check(H5Pcreate(H5P_LINK_CREATE), what_));
   h5_check(H5Pset_create_intermediate_group(lcpl.id(), 1), what_);
   dataset_ = H5Handle::dataset(h5_check(
@@ -163,7 +163,8 @@ TensorWriter::TensorWriter(hid_t loc, const std::string& name, const Shape& shap
 }
 
 void TensorWriter::write(const Tensor& values) {
-  HPC_ASSERT(values.dtype() == DType::F32 && values.device() == Device::CPU, "checkpoint pieces are host float32");
+  HPC_ASSERT(values.dtype() == DType::F32 && values.device() == Device::CPU,
+             "checkpoint pieces are host float32");
   if (values.count() == 0) return;
   H5Handle space = H5Handle::space(h5_check(H5Dget_space(dataset_.id()), what_));
   std::vector<hsize_t> start(dims_.size(), 0);
@@ -172,7 +173,8 @@ void TensorWriter::write(const Tensor& values) {
              static_cast<hsize_t>(written_ + values.count()), first, what_);
   const auto n = static_cast<hsize_t>(values.count());
   H5Handle memory = H5Handle::space(h5_check(H5Screate_simple(1, &n, nullptr), what_));
-  h5_check(H5Dwrite(dataset_.id(), H5T_NATIVE_FLOAT, memory.id(), space.id(), H5P_DEFAULT, values.raw()), what_);
+  h5_check(H5Dwrite(dataset_.id(), H5T_NATIVE_FLOAT, memory.id(), space.id(), H5P_DEFAULT, values.raw()),
+           what_);
   crc_ = crc32_bytes(values.raw(), values.num_bytes(), crc_);
   written_ += values.count();
 }

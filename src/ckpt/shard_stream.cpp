@@ -16,7 +16,9 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-const Tensor& dataset_of(const ShardSnapshot& s, size_t k) { return k == 0 ? s.params : s.state[k - 1].value; }
+const Tensor& dataset_of(const ShardSnapshot& s, size_t k) {
+  return k == 0 ? s.params : s.state[k - 1].value;
+}
 
 // The part [a, b) of the chunk [begin, end) that rank q owns.
 std::pair<int64_t, int64_t> piece(const std::vector<int64_t>& bounds, int q, int64_t begin, int64_t end) {
@@ -36,7 +38,8 @@ ShardChannel::~ShardChannel() {
   if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
 }
 
-void ShardChannel::wait(std::vector<MPI_Request>& reqs, const std::vector<int>& peers, const std::string& what) {
+void ShardChannel::wait(std::vector<MPI_Request>& reqs, const std::vector<int>& peers,
+                        const std::string& what) {
   const double t0 = now_s();
   for (;;) {
     int done = 0;
@@ -57,8 +60,9 @@ void ShardChannel::wait(std::vector<MPI_Request>& reqs, const std::vector<int>& 
 
 StreamedSource::StreamedSource(ShardChannel& channel, const ShardSnapshot& own, int64_t chunk_elems)
     : channel_(channel), own_(own), chunk_(chunk_elems) {
-  HPC_ASSERT(channel.rank() == 0 && own.rank == 0 && own.bounds.size() == static_cast<size_t>(channel.size()) + 1,
-             "checkpoint stream: rank 0 writes");
+  HPC_ASSERT(
+      channel.rank() == 0 && own.rank == 0 && own.bounds.size() == static_cast<size_t>(channel.size()) + 1,
+      "checkpoint stream: rank 0 writes");
 }
 
 void StreamedSource::read(size_t k, int64_t begin, const Tensor& out) {
@@ -106,8 +110,8 @@ void serve_snapshot(ShardChannel& channel, const ShardSnapshot& snapshot, int64_
       if (b <= a) continue;
       std::vector<MPI_Request> reqs(1);
       // One piece at a time: rank 0 takes a chunk at a time, so nothing more than a piece waits anywhere.
-      if (MPI_Isend(dataset_of(snapshot, k).data<float>() + (a - snapshot.lo()), static_cast<int>(b - a), MPI_FLOAT,
-                    0, static_cast<int>(k), channel.comm(), reqs.data()) != MPI_SUCCESS)
+      if (MPI_Isend(dataset_of(snapshot, k).data<float>() + (a - snapshot.lo()), static_cast<int>(b - a),
+                    MPI_FLOAT, 0, static_cast<int>(k), channel.comm(), reqs.data()) != MPI_SUCCESS)
         throw PeerError("checkpoint: sending this rank's shard to rank 0 failed");
       channel.wait(reqs, {0}, "checkpoint: sending this rank's shard of flat dataset " + std::to_string(k));
     }

@@ -46,7 +46,7 @@ constexpr int64_t CHUNK_ELEMS = int64_t{1} << 22;
 struct ShardSnapshot {
   std::vector<int64_t> bounds;  // world + 1 offsets: every rank's range of the flat datasets
   int rank = 0;
-  Tensor params;                  // host float32, bounds[rank] .. bounds[rank + 1]
+  Tensor params;                   // host float32, bounds[rank] .. bounds[rank + 1]
   std::vector<NamedTensor> state;  // the optimizer's states in its order, the same range
   int64_t lo() const { return bounds[static_cast<size_t>(rank)]; }
   int64_t hi() const { return bounds[static_cast<size_t>(rank) + 1]; }

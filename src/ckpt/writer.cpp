@@ -128,9 +128,11 @@ uint32_t content_checksum(const Checkpoint& c, const std::vector<PayloadCrc>* fl
     }
     return t.defined() ? h5::crc32_bytes(t.raw(), t.num_bytes(), crc) : crc;
   };
-  HPC_ASSERT(flat == nullptr || flat->size() == 1 + c.optimizer_state.size(), "checksum: one CRC per flat dataset");
+  HPC_ASSERT(flat == nullptr || flat->size() == 1 + c.optimizer_state.size(),
+             "checksum: one CRC per flat dataset");
   crc = payload(c.params, 0);
-  for (const NamedTensor* t : by_name(c.buffers)) crc = h5::crc32_bytes(t->value.raw(), t->value.num_bytes(), crc);
+  for (const NamedTensor* t : by_name(c.buffers))
+    crc = h5::crc32_bytes(t->value.raw(), t->value.num_bytes(), crc);
   for (const NamedTensor* t : by_name(c.optimizer_state))
     crc = payload(t->value, 1 + static_cast<size_t>(t - c.optimizer_state.data()));
   for (const LogWindow& w : c.log_window) crc = h5::crc32_bytes(&w, sizeof w, crc);

@@ -202,8 +202,13 @@ void Trainer::open_run_dir() {
     std::filesystem::create_directories(cfg_.run_dir);
     std::ofstream(cfg_.run_dir + "/config.ini") << to_ini(cfg_);
     metrics_ = MetricsLog(cfg_.run_dir + "/metrics.jsonl");
-    if (cfg_.ckpt.async) writer_ = std::make_unique<ckpt::AsyncWriter>();
   }
+  // Every rank takes part in a save: rank 0 writes, the others send their shards (ckpt/shard_stream.h).
+  // The other ranks' writer threads use MPI (their channel) while training does: without
+  // MPI_THREAD_MULTIPLE (the same on every rank) saves stay synchronous.
+  if (cfg_.ckpt.async && (ctx_.world() == 1 || ctx_.thread_level() >= MPI_THREAD_MULTIPLE))
+    writer_ = std::make_unique<ckpt::AsyncWriter>();
+  if (ctx_.world() > 1) channel_ = std::make_shared<ckpt::ShardChannel>(MPI_COMM_WORLD, cfg_.dist.timeout);
   progress_ =
       std::make_unique<Progress>(cfg_.log.progress, total_steps_, step_, ctx_.is_root(), ctx_.world());
   tracer_ = std::make_unique<Tracer>(cfg_.log.trace, cfg_.log.trace_steps, ctx_.rank());

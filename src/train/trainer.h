@@ -188,11 +188,12 @@ class Trainer {
   Deadline deadline_;
   std::optional<ckpt::Resume> resume_;  // rank 0, between the two resume phases
   int64_t last_ckpt_step_ = -1;
-  std::unique_ptr<ckpt::AsyncWriter> writer_;  // rank 0 with ckpt.async
-  std::unique_ptr<Tracer> tracer_;             // log.trace (always set; off when the option is empty)
-  int64_t last_failed_write_ = -1;             // rank 0: the step of the latest failed write
-  double last_write_seconds_ = 0;              // rank 0: the latest write's duration (deadline estimate)
-  int pending_write_failure_ = 0;              // rank 0: EXIT_IO seen outside a vote (finish_trace)
+  std::unique_ptr<ckpt::AsyncWriter> writer_;    // ckpt.async: every rank (rank 0 writes, the others send)
+  std::shared_ptr<ckpt::ShardChannel> channel_;  // several ranks: where the shards travel at a save
+  std::unique_ptr<Tracer> tracer_;               // log.trace (always set; off when the option is empty)
+  int64_t last_failed_write_ = -1;               // rank 0: the step of the latest failed write
+  double last_write_seconds_ = 0;                // rank 0: the latest write's duration (deadline estimate)
+  int pending_write_failure_ = 0;                // rank 0: EXIT_IO seen outside a vote (finish_trace)
   std::chrono::steady_clock::time_point last_ckpt_time_, last_boundary_;
   int exit_code_ = 0;
 };

@@ -264,23 +264,29 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
   Tensor all(Shape{5 * static_cast<int64_t>(world)}, DType::F64);
   ctx_.host_comm().allgather(Tensor::borrow(mine, Shape{5}, DType::F64), all);
 
-  // ZeRO: the sharded state, gathered shard by shard into rank 0's host copies (the checkpoint's own).
-  Tensor full_params;
-  std::vector<std::pair<std::string, Tensor>> full_state;
-  if (sharding_->active()) {
-    full_params = sharding_->gather_to_root(precision_->optimizer_params(), ctx_.host_comm());
-    for (auto& [name, t] : optimizer_->state())
-      full_state.emplace_back(name, sharding_->gather_to_root(t, ctx_.host_comm()));
-  }
-
   const bool background = writer_ && !wait;
   double status[3] = {1, 0, 0};  // taken/written, seconds, the exit code of a failure that must stop the run
+  // At most one write in flight on every rank (rank 0 writes, the others send their shards): the
+  // previous one finishes (and rank 0 reports it) before this snapshot. Rank 0 says whether this
+  // write starts at all (not after the disk was found full), so that no rank sends to nobody.
   if (ctx_.is_root()) {
-    // At most one write in flight: the previous one finishes (and is reported) before this snapshot.
     if (const int failed = collect_write(true)) status[0] = 0, status[2] = failed;
+  } else if (writer_) {
+    writer_->wait();
+  }
+  ctx_.host_comm().broadcast(Tensor::borrow(status, Shape{1}, DType::F64), 0);
+  ckpt::WriteJob job;
+  if (background) job = writer_->take_spare();  // the last snapshot's memory, reused
+  // Several ranks: each snapshots its own range of the flat state, and rank 0 writes the file from
+  // every rank's pieces, a chunk at a time (ckpt/shard_stream.h): no rank holds more than its shard.
+  if (channel_) {
+    ckpt::capture_shard(precision_->optimizer_params(), *optimizer_, sharding_->bounds(), ctx_.rank(),
+                        job.shard);
+    job.channel = channel_;
+    job.serve = !ctx_.is_root();
+  }
+  if (ctx_.is_root()) {
     const double* g = all.data<double>();
-    ckpt::WriteJob job;
-    if (background) job.checkpoint = writer_->take_spare();  // the last snapshot's memory, reused
     ckpt::Checkpoint& c = job.checkpoint;
     c.log_window.clear();
     for (int r = 0; r < world; ++r) {
@@ -304,9 +310,10 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
     c.config_ini = to_ini(cfg_);
     c.hpctrain_version = std::string(HPCTRAIN_VERSION) + " (" + HPCTRAIN_COMMIT + ")";
     c.created_unix = static_cast<int64_t>(std::time(nullptr));
-    // The host snapshot: deep copies of parameters, buffers and optimizer state (model_state.h).
-    if (sharding_->active())
-      ckpt::capture(full_params, *model_, full_state, optimizer_->steps_taken(), c);
+    // The host snapshot: deep copies of parameters, buffers and optimizer state (model_state.h), or
+    // with several ranks everything but the flat state, which comes from the shards.
+    if (channel_)
+      ckpt::capture_layout(*model_, *optimizer_, c);
     else
       ckpt::capture(precision_->optimizer_params(), *model_, *optimizer_, c);
     if (precision_->dynamic_scaling()) {
@@ -319,17 +326,20 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
     job.why = why;
     job.step = step_;
     job.keep = cfg_.ckpt.keep;
-    if (status[0] == 0) {
-      // The previous write found the disk full: this one is not started.
-    } else if (background) {
-      const double s0 = std::chrono::duration<double>(t0.time_since_epoch()).count();
-      tracer_->span("checkpoint", "checkpoint snapshot, step " + std::to_string(step_), s0,
-                    std::chrono::duration<double>(Clock::now().time_since_epoch()).count());
-      job.stall_s = seconds_between(t0, Clock::now());
-      status[1] = job.stall_s;
-      writer_->start(std::move(job));
-    } else {
-      const ckpt::WriteResult r = ckpt::run_write_job(job);
+  }
+  if (status[0] == 0) {
+    // The previous write found the disk full: this one is not started.
+  } else if (background) {
+    const double s0 = std::chrono::duration<double>(t0.time_since_epoch()).count();
+    tracer_->span("checkpoint", "checkpoint snapshot, step " + std::to_string(step_), s0,
+                  std::chrono::duration<double>(Clock::now().time_since_epoch()).count());
+    job.stall_s = seconds_between(t0, Clock::now());
+    status[1] = job.stall_s;
+    job.step = step_;
+    writer_->start(std::move(job));
+  } else {
+    const ckpt::WriteResult r = ckpt::run_write_job(job);  // the other ranks send their shards meanwhile
+    if (ctx_.is_root()) {
       const int failed = report_write(r, false);
       status[0] = r.ok ? 1 : 0;
       status[1] = seconds_between(t0, Clock::now());
@@ -410,6 +420,13 @@ int Trainer::report_write(const ckpt::WriteResult& r, bool background) {
 
 int Trainer::collect_write(bool block) {
   if (!writer_) return 0;
+  if (!ctx_.is_root()) {  // another rank's write only sends its shard: rank 0 reports the outcome
+    if (block)
+      writer_->wait();
+    else
+      writer_->poll();
+    return 0;
+  }
   std::optional<ckpt::WriteResult> r = writer_->poll();
   if (!r && block && writer_->in_flight()) {
     const int64_t pending = writer_->in_flight_step();
@@ -428,6 +445,8 @@ void Trainer::settle_writes() {
   if (ctx_.is_root() && writer_) {
     info[0] = std::max(std::exchange(pending_write_failure_, 0), collect_write(true));
     info[1] = static_cast<double>(last_failed_write_);
+  } else if (writer_) {
+    writer_->wait();  // its shard sent
   }
   if (!cfg_.ckpt.async) return;  // no writer anywhere: nothing to agree on (the same on every rank)
   ctx_.host_comm().broadcast(Tensor::borrow(info, Shape{2}, DType::F64), 0);

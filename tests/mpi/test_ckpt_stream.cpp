@@ -44,7 +44,8 @@ ckpt::Checkpoint make_checkpoint(int64_t n) {
   c.buffers.push_back({"0.bn.running_mean", Tensor(Shape{5}, DType::F32)});
   for (const char* name : {"exp_avg", "exp_avg_sq"}) {
     Tensor t(Shape{n}, DType::F32);
-    for (int64_t i = 0; i < n; ++i) t.data<float>()[i] = static_cast<float>(mpitest::input(name[4] == '_' ? 2 : 1, i));
+    for (int64_t i = 0; i < n; ++i)
+      t.data<float>()[i] = static_cast<float>(mpitest::input(name[4] == '_' ? 2 : 1, i));
     c.optimizer_state.push_back({name, t});
   }
   c.optimizer = "adam";

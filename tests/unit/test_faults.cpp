@@ -283,14 +283,25 @@ TEST_F(Faults, MetricsOnAFullDiskWarnOnceAndKeepWholeLines) {
 // The background writer (ckpt.async): the same file as a synchronous write,
 // its faults fire at the step it saves (FaultStepScope) while the trainer's
 // step has moved on, and a full disk comes back as a result, not a throw.
+namespace {
+ckpt::WriteJob write_job(const TempDir& dir, int64_t step) {
+  ckpt::WriteJob job;
+  job.path = dir.file("ckpt-000000" + std::to_string(step) + ".h5");
+  job.dir = dir.path();
+  job.why = "every 10 steps";
+  job.step = step;
+  job.keep = 2;
+  job.checkpoint = small_checkpoint(step);
+  return job;
+}
+}  // namespace
+
 TEST_F(Faults, AsyncWriterWritesTheSameFileAndReportsAFullDisk) {
   TempDir dir;
   ckpt::AsyncWriter writer;
   EXPECT_FALSE(writer.poll().has_value());
   EXPECT_FALSE(writer.wait().has_value());
-  ckpt::WriteJob job{dir.file("ckpt-00000010.h5"), dir.path(), "every 10 steps", 10, 2, 0.0,
-                     small_checkpoint(10)};
-  writer.start(std::move(job));
+  writer.start(write_job(dir, 10));
   EXPECT_TRUE(writer.in_flight());
   EXPECT_EQ(writer.in_flight_step(), 10);
   std::optional<ckpt::WriteResult> r = writer.wait();
@@ -304,8 +315,7 @@ TEST_F(Faults, AsyncWriterWritesTheSameFileAndReportsAFullDisk) {
   // One-shot and persistent faults match the saved step (20), not the trainer's (23).
   install("enospc@ckpt_rename:0:20,exit@ckpt_write:0:23", 0);
   set_fault_step(23);
-  writer.start(
-      {dir.file("ckpt-00000020.h5"), dir.path(), "every 10 steps", 20, 2, 0.0, small_checkpoint(20)});
+  writer.start(write_job(dir, 20));
   for (int i = 0; i < 1000 && !(r = writer.poll()); ++i) usleep(2000);
   ASSERT_TRUE(r.has_value());
   EXPECT_FALSE(r->ok);
