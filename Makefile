@@ -29,6 +29,7 @@ BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null)
 BOOST_PO    := $(wildcard /usr/include/boost/program_options.hpp)
 GTEST       := $(wildcard /usr/include/gtest/gtest.h)
+JSON_H      := $(wildcard /usr/include/nlohmann/json.hpp)
 HAVE_NVCC   := $(wildcard $(NVCC))
 # oneDNN (Debian libdnnl-dev): the CPU convolutions; without it they run on im2col + GEMM.
 DNNL_HOME   ?= /usr
@@ -120,7 +121,7 @@ all: check-deps summary $(BINS) $(TEST_BIN) $(MPI_TEST_BIN) $(BENCH_BIN)
 summary:
 	@echo "hpctrain $(VERSION) ($(GIT_COMMIT)) build summary:"
 	@echo "  $(call have,$(ONNX_H)) ONNX export (libonnx-dev + libprotobuf-dev)"
-	@echo "  $(call have,$(MPI_LIBS)) MPI ($(MPICXX))   $(call have,$(HDF5_LIBS)) HDF5   $(call have,$(BLAS_LIBS)) OpenBLAS   $(call have,$(BOOST_PO)) Boost.Program_options   $(call have,$(GTEST)) GoogleTest"
+	@echo "  $(call have,$(MPI_LIBS)) MPI ($(MPICXX))   $(call have,$(HDF5_LIBS)) HDF5   $(call have,$(BLAS_LIBS)) OpenBLAS   $(call have,$(BOOST_PO)) Boost.Program_options   $(call have,$(JSON_H)) nlohmann-json   $(call have,$(GTEST)) GoogleTest"
 	@echo "  $(if $(filter 1,$(CUDA)),✓ CUDA ($(NVCC), arch $(CUDA_ARCH)),✗ CUDA (CPU-only build))   ARCH_FLAGS=$(ARCH_FLAGS)"
 	@echo "  $(if $(filter 1,$(DNNL)),✓ oneDNN (CPU convolutions, large float32 GEMMs),✗ oneDNN (CPU convolutions on the im2col + GEMM fallback: install libdnnl-dev or run 'make deps'))"
 
@@ -131,6 +132,7 @@ check-deps:
 	@$(if $(BLAS_LIBS),,echo "missing OpenBLAS: install libopenblas-dev (or run 'make deps')"; exit 2)
 	@$(if $(BOOST_PO),,echo "missing Boost.Program_options: install libboost-program-options-dev (or run 'make deps')"; exit 2)
 	@$(if $(GTEST),,echo "missing GoogleTest: install libgtest-dev (or run 'make deps')"; exit 2)
+	@$(if $(JSON_H),,echo "missing nlohmann/json: install nlohmann-json3-dev (or run 'make deps')"; exit 2)
 
 deps:
 	@scripts/install-deps.sh

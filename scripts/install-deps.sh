@@ -18,6 +18,7 @@ packages=(
   libopenblas-dev                       # CPU GEMM
   libdnnl-dev                           # CPU convolutions (oneDNN; optional: im2col + GEMM without it)
   zlib1g-dev                            # gzipped MNIST IDX files, checkpoint CRC-32
+  nlohmann-json3-dev                    # JSON: safetensors headers, config.json, the shard index
 )
 test_packages=(
   cmake                                 # ctest runs `make test`

@@ -220,7 +220,9 @@ void print_help(std::ostream& os) {
         "commands: train (default), eval (--checkpoint, --data.path), doctor (check the setup),\n"
         "          predict (--checkpoint, --data.path, --out preds.h5), export (--checkpoint, --format, -o "
         "DIR),\n"
-        "          sample (--checkpoint; language models)\n"
+        "          sample (--checkpoint; language models); eval, predict, sample and export also take\n"
+        "          --model.init DIR|FILE (Hugging Face weights, export --format torch) instead of "
+        "--checkpoint\n"
         "Every option can also be set in the environment as HPCTRAIN_GROUP_NAME (--optim.lr:\n"
         "HPCTRAIN_OPTIM_LR) and in the --config INI file as `name = value` under [group].\n"
         "Precedence: command line > environment > config file > default.\n"
@@ -256,9 +258,14 @@ void check_combination(const Config& c, const std::map<std::string, std::string>
   if ((c.command == Command::Train || evaluates) && c.data.path.empty())
     throw UserError(std::string("option --data.path: required for ") + name_of(c.command) +
                     " (an HDF5 dataset; " + HOW_TO_MAKE_DATA + ")");
-  if ((evaluates || c.command == Command::Sample || c.command == Command::Export) && c.checkpoint.empty())
+  const bool from_model = evaluates || c.command == Command::Sample || c.command == Command::Export;
+  if (from_model && c.checkpoint.empty() && c.model.init.empty())
     throw UserError(std::string("option --checkpoint: required for ") + name_of(c.command) +
-                    " (a ckpt-STEP.h5 file of a run)");
+                    " (a ckpt-STEP.h5 file of a run), or --model.init DIR|FILE (weights in the Hugging Face "
+                    "layout or of `export --format torch`)");
+  if (from_model && !c.checkpoint.empty() && !c.model.init.empty())
+    throw UserError(std::string("options --checkpoint and --model.init: ") + name_of(c.command) +
+                    " takes its model from one of them, not both");
   if (c.command == Command::Predict && c.eval.out.empty())
     throw UserError("option --out: required for predict (the HDF5 file to write, e.g. --out preds.h5)");
   if (c.command == Command::Export && c.eval.out.empty())

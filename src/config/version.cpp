@@ -57,6 +57,8 @@ std::string boost_version() {
 
 }  // namespace
 
+std::string hpctrain_version() { return std::string(HPCTRAIN_VERSION) + " (commit " + HPCTRAIN_COMMIT + ")"; }
+
 std::string version_report() {
   std::ostringstream os;
   os << "hpctrain " << HPCTRAIN_VERSION << " (commit " << HPCTRAIN_COMMIT << ")\n"
