@@ -15,8 +15,7 @@
 #include <cstring>
 #include <vector>
 
-#include "backend/cpu/llama_kernels.h"
-#include "backend/cpu/vec_math.h"
+#include "backend/cpu/isa/kernel_table.h"
 #include "backend/ops.h"
 #include "core/error.h"
 #include "grad_check.h"
@@ -103,61 +102,42 @@ std::vector<float> random_floats(int64_t n, uint64_t seed, double lo = -3, doubl
   return v;
 }
 
-// Every table (AVX-512, AVX2) gives the generic loops' bits, on lengths that
-// exercise the vector bodies, their partial sums and their tails.
+// Every table this CPU runs (AVX-512, AVX2) gives the generic loops' bits for
+// the RMSNorm and SwiGLU rows, on lengths that exercise the vector bodies,
+// their partial sums and their tails.
 TEST(LlamaKernels, TablesAreBitwiseTheGenericLoops) {
-  int count = 0;
-  const backend::cpu::llama::Kernels* const* tables = backend::cpu::llama::all_kernels(&count);
-  const backend::cpu::llama::Kernels& ref = backend::cpu::llama::generic_kernels();
-  EXPECT_GE(count, 1);
+  using backend::cpu::KernelTable;
+  const KernelTable<float>& ref = backend::cpu::generic_f32_table();
+  const std::vector<const KernelTable<float>*> tables = backend::cpu::runnable_tables();
   for (int64_t n : {1, 7, 8, 16, 31, 33, 100, 257}) {
     const std::vector<float> x = random_floats(n, 1), w = random_floats(n, 2), dy = random_floats(n, 3),
                              up = random_floats(n, 4), dx0 = random_floats(n, 5);
-    for (int t = 0; t < count; ++t) {
-      const backend::cpu::llama::Kernels& k = *tables[t];
-      SCOPED_TRACE(testing::Message() << k.name << ", n " << n);
+    for (const KernelTable<float>* k : tables) {
+      SCOPED_TRACE(testing::Message() << k->isa << ", n " << n);
       std::vector<float> y1(static_cast<size_t>(n)), y2(static_cast<size_t>(n));
-      const float rs1 = ref.rmsnorm_row(x.data(), w.data(), n, 1e-5, y1.data());
-      const float rs2 = k.rmsnorm_row(x.data(), w.data(), n, 1e-5, y2.data());
+      const float rs1 = ref.rms_row(x.data(), w.data(), n, 1e-5, y1.data());
+      const float rs2 = k->rms_row(x.data(), w.data(), n, 1e-5, y2.data());
       ASSERT_EQ(rs1, rs2);
       ASSERT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0);
       for (bool accumulate : {false, true}) {
         std::vector<float> dx1 = dx0, dx2 = dx0, dw1 = w, dw2 = w;
-        ref.rmsnorm_backward_row(x.data(), dy.data(), w.data(), rs1, n, dx1.data(), accumulate, dw1.data());
-        k.rmsnorm_backward_row(x.data(), dy.data(), w.data(), rs1, n, dx2.data(), accumulate, dw2.data());
+        ref.rms_backward_row(x.data(), dy.data(), w.data(), rs1, n, dx1.data(), accumulate, dw1.data());
+        k->rms_backward_row(x.data(), dy.data(), w.data(), rs1, n, dx2.data(), accumulate, dw2.data());
         ASSERT_EQ(std::memcmp(dx1.data(), dx2.data(), dx1.size() * 4), 0);
         ASSERT_EQ(std::memcmp(dw1.data(), dw2.data(), dw1.size() * 4), 0);
       }
-      ref.swiglu_fwd(x.data(), up.data(), y1.data(), n);
-      k.swiglu_fwd(x.data(), up.data(), y2.data(), n);
+      ref.swiglu_row(x.data(), up.data(), y1.data(), n);
+      k->swiglu_row(x.data(), up.data(), y2.data(), n);
       ASSERT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0);
       std::vector<float> dg1(static_cast<size_t>(n)), du1(static_cast<size_t>(n)),
           dg2(static_cast<size_t>(n)), du2(static_cast<size_t>(n));
-      ref.swiglu_bwd(x.data(), up.data(), dy.data(), dg1.data(), du1.data(), n);
-      k.swiglu_bwd(x.data(), up.data(), dy.data(), dg2.data(), du2.data(), n);
+      ref.swiglu_backward_row(x.data(), up.data(), dy.data(), dg1.data(), du1.data(), n);
+      k->swiglu_backward_row(x.data(), up.data(), dy.data(), dg2.data(), du2.data(), n);
       ASSERT_EQ(std::memcmp(dg1.data(), dg2.data(), dg1.size() * 4), 0);
       ASSERT_EQ(std::memcmp(du1.data(), du2.data(), du1.size() * 4), 0);
     }
   }
 }
-
-#if HPC_CPU_VEC_EXP
-// exp_scalar is exp8's lane: the same bits, over the clamped range, its ends and NaN.
-TEST(LlamaKernels, ScalarExpIsTheVectorLane) {
-  std::vector<float> x = random_floats(4096, 7, -100, 100);
-  for (float v : {0.0f, -0.0f, 88.3f, -87.3f, 1e-30f, 89.0f, -90.0f, INFINITY, -INFINITY}) x.push_back(v);
-  while (x.size() % 8) x.push_back(1.0f);
-  for (size_t i = 0; i < x.size(); i += 8) {
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, backend::cpu::exp8(_mm256_loadu_ps(x.data() + i)));
-    for (size_t l = 0; l < 8; ++l) {
-      const float s = backend::cpu::llama::exp_scalar(x[i + l]);
-      ASSERT_EQ(std::memcmp(&s, &lanes[l], 4), 0) << "x = " << x[i + l];
-    }
-  }
-  EXPECT_TRUE(std::isnan(backend::cpu::llama::exp_scalar(NAN)));
-}
-#endif
 
 // The float32 ops agree with the float64 ones (kernels/llama_math.h's arithmetic) to float rounding.
 TEST(LlamaKernels, Float32AgreesWithFloat64) {

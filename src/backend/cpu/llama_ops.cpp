@@ -1,17 +1,17 @@
 // CPU ops of the Llama pieces (ops.def): RMSNorm rows, rotary position
-// embeddings and the SwiGLU gate. float32 runs the bodies of
-// llama_kernels.h (vectorised, one table per instruction set); float64 (the
-// gradient checks, the exact path of the PyTorch comparisons) runs
-// kernels/llama_math.h's per-element functions, the CUDA kernels' own
-// arithmetic, in plain loops. Rotary is the same per-pair function in both
-// dtypes: written with explicit fma, it vectorises as it is.
+// embeddings and the SwiGLU gate. RMSNorm and SwiGLU run the kernel table's
+// rows (isa/kernel_table.h: float32 vectorised per instruction set, every
+// table the generic loops' bits; float64 — the gradient checks, the exact
+// path of the PyTorch comparisons — the generic loops with std::exp).
+// Rotary is kernels/llama_math.h's per-pair function, the CUDA kernel's own
+// arithmetic: written with explicit fma over two contiguous halves of a head,
+// it vectorises as it is.
 #include "backend/ops_impl.h"
 
 #include <cmath>
 #include <string>
-#include <type_traits>
 
-#include "backend/cpu/llama_kernels.h"
+#include "backend/cpu/isa/kernel_table.h"
 #include "backend/dispatch.h"
 #include "kernels/llama_math.h"
 
@@ -22,20 +22,9 @@ void rmsnorm_forward(const Tensor& x, const Tensor& weight, double eps, const Te
   HPC_ASSERT(y.count() == x.count() && rows * c == x.count() && rstd.count() >= rows,
              "rmsnorm_forward: shapes");
   dispatch_float(y.dtype(), "rmsnorm_forward", [&]<typename T>() {
-    const T* w = weight.data<T>();
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* in = x.data<T>() + r * c;
-      T* out = y.data<T>() + r * c;
-      if constexpr (std::is_same_v<T, float>) {
-        rstd.data<float>()[r] = llama::kernels().rmsnorm_row(in, w, c, eps, out);
-      } else {
-        double sum_sq = 0;
-        for (int64_t j = 0; j < c; ++j) sum_sq += in[j] * in[j];
-        const T rs = T(kernels::rms_rstd(sum_sq, c, eps));
-        for (int64_t j = 0; j < c; ++j) out[j] = w[j] * (in[j] * rs);
-        rstd.data<T>()[r] = rs;
-      }
-    }
+    const KernelTable<T>& k = kernel_table<T>();
+    for (int64_t r = 0; r < rows; ++r)
+      rstd.data<T>()[r] = k.rms_row(x.data<T>() + r * c, weight.data<T>(), c, eps, y.data<T>() + r * c);
   });
 }
 
@@ -45,27 +34,10 @@ void rmsnorm_backward(const Tensor& x, const Tensor& dy, const Tensor& weight, c
   HPC_ASSERT(dy.count() == x.count() && (!dx.defined() || dx.count() == x.count()) && rstd.count() >= rows,
              "rmsnorm_backward: shapes");
   dispatch_float(dy.dtype(), "rmsnorm_backward", [&]<typename T>() {
-    const T* w = weight.data<T>();
-    T* dw = dweight.data<T>();
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* in = x.data<T>() + r * c;
-      const T* d = dy.data<T>() + r * c;
-      T* out = dx.defined() ? dx.data<T>() + r * c : nullptr;
-      const T rs = rstd.data<T>()[r];
-      if constexpr (std::is_same_v<T, float>) {
-        llama::kernels().rmsnorm_backward_row(in, d, w, rs, c, out, accumulate, dw);
-      } else {
-        T dot = 0;
-        for (int64_t j = 0; j < c; ++j) dot += w[j] * d[j] * (in[j] * rs);
-        const T mean_gx = dot / T(c);
-        for (int64_t j = 0; j < c; ++j) {
-          dw[j] += d[j] * (in[j] * rs);
-          if (!out) continue;
-          const T v = rs * (w[j] * d[j] - in[j] * rs * mean_gx);
-          out[j] = accumulate ? out[j] + v : v;
-        }
-      }
-    }
+    const KernelTable<T>& k = kernel_table<T>();
+    for (int64_t r = 0; r < rows; ++r)  // rows in order: dweight's sums are the same every run
+      k.rms_backward_row(x.data<T>() + r * c, dy.data<T>() + r * c, weight.data<T>(), rstd.data<T>()[r], c,
+                         dx.defined() ? dx.data<T>() + r * c : nullptr, accumulate, dweight.data<T>());
   });
 }
 
@@ -88,7 +60,7 @@ void rotary_apply(const Tensor& qkv, int64_t heads, int64_t kv_heads, const Tens
           for (int64_t i = 0; i < half; ++i)
             kernels::rotary_pair(x[2 * i], x[2 * i + 1], c_row[i], s_row[i], inverse);
         } else {
-          T* y = x + half;  // the loop the compiler vectorises: two contiguous halves
+          T* y = x + half;
           for (int64_t i = 0; i < half; ++i) kernels::rotary_pair(x[i], y[i], c_row[i], s_row[i], inverse);
         }
       }
@@ -100,13 +72,10 @@ void swiglu_forward(const Tensor& gate_up, const Tensor& out) {
   const int64_t f = out.shape()[out.shape().rank() - 1], rows = out.count() / f;
   HPC_ASSERT(gate_up.count() == 2 * out.count(), "swiglu_forward: shapes");
   dispatch_float(out.dtype(), "swiglu_forward", [&]<typename T>() {
+    const KernelTable<T>& k = kernel_table<T>();
     for (int64_t r = 0; r < rows; ++r) {
       const T* g = gate_up.data<T>() + r * 2 * f;
-      if constexpr (std::is_same_v<T, float>)
-        llama::kernels().swiglu_fwd(g, g + f, out.data<float>() + r * f, f);
-      else
-        for (int64_t j = 0; j < f; ++j)
-          kernels::swiglu_forward_element(gate_up.data<T>(), out.data<T>(), r * f + j, f);
+      k.swiglu_row(g, g + f, out.data<T>() + r * f, f);
     }
   });
 }
@@ -116,15 +85,11 @@ void swiglu_backward(const Tensor& gate_up, const Tensor& dout, const Tensor& dg
   HPC_ASSERT(gate_up.count() == 2 * dout.count() && dgate_up.count() == gate_up.count(),
              "swiglu_backward: shapes");
   dispatch_float(dgate_up.dtype(), "swiglu_backward", [&]<typename T>() {
+    const KernelTable<T>& k = kernel_table<T>();
     for (int64_t r = 0; r < rows; ++r) {
       const T* g = gate_up.data<T>() + r * 2 * f;
       T* dg = dgate_up.data<T>() + r * 2 * f;
-      if constexpr (std::is_same_v<T, float>)
-        llama::kernels().swiglu_bwd(g, g + f, dout.data<float>() + r * f, dg, dg + f, f);
-      else
-        for (int64_t j = 0; j < f; ++j)
-          kernels::swiglu_backward_element(gate_up.data<T>(), dout.data<T>(), dgate_up.data<T>(), r * f + j,
-                                           f);
+      k.swiglu_backward_row(g, g + f, dout.data<T>() + r * f, dg, dg + f, f);
     }
   });
 }
