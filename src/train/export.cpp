@@ -87,36 +87,11 @@ std::vector<std::string> export_hf(const ModelSource& src, const nn::Model& mode
       write_weight_files(dir, arrays, {{"format", "pt"}}, dtype, static_cast<uint64_t>(max_shard_mb * 1e6));
   write_text_file(dir + "/config.json", hf_config_json(g));
   files.push_back("config.json");
-  if (!src.tokenizer_path.empty()) {  // the tokenizer the weights came with travels with them
-    const std::string name = std::filesystem::path(src.tokenizer_path).filename().string();
-    if (std::filesystem::absolute(src.tokenizer_path) != std::filesystem::absolute(dir + "/" + name)) {
-      std::ifstream in(src.tokenizer_path, std::ios::binary);
-      std::ostringstream bytes;
-      bytes << in.rdbuf();
-      write_text_file(dir + "/" + name, bytes.str());
-    }
-    files.push_back(name);
+  if (!src.tokenizer_bytes.empty()) {  // the tokenizer the weights came with (or were trained on) travels with them
+    write_text_file(dir + "/" + src.tokenizer_file, src.tokenizer_bytes);
+    files.push_back(src.tokenizer_file);
   }
   return files;
-}
-
-// `key = value` of [section] in a run's INI text ("" when absent).
-std::string ini_value(const std::string& ini, const std::string& section, const std::string& key) {
-  std::istringstream in(ini);
-  bool inside = false;
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty() && line[0] == '[') {
-      inside = line == "[" + section + "]";
-      continue;
-    }
-    const size_t eq = line.find('=');
-    if (!inside || eq == std::string::npos) continue;
-    std::string k = line.substr(0, eq), v = line.substr(eq + 1);
-    k.erase(k.find_last_not_of(" \t") + 1);
-    v.erase(0, v.find_first_not_of(" \t"));
-    if (k == key) return v;
-  }
-  return "";
 }
 
 // ONNX metadata_props: how an input is made from raw data, from the run's

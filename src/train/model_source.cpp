@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "nn/model.h"
 #include "nn/spec.h"
+#include "text/stored.h"
 #include "train/hf_layout.h"
 #include "train/model_init.h"
 #include "train/weight_files.h"
@@ -24,6 +25,28 @@ bool is_hdf5(const std::string& path) {
   char sig[8] = {};
   f.read(sig, 8);
   return f && std::string(sig, 8) == std::string("\x89HDF\r\n\x1a\n", 8);
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw UserError("cannot read '" + path + "'");
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// The tokenizer hpcdata stored in the run's data file, when the file is still there and has one.
+void stored_tokenizer(ModelSource& s) {
+  const std::string data = ini_value(s.config_ini, "data", "path");
+  std::error_code ec;
+  if (data.empty() || !std::filesystem::exists(data, ec)) return;
+  const std::optional<text::StoredTokenizer> t = text::read_stored_tokenizer(data);
+  if (!t) return;
+  s.tokenizer_bytes = t->bytes;
+  s.tokenizer_file = t->format == "sentencepiece" ? "tokenizer.model" : "tokenizer.json";
+  s.tokenizer_origin = "the training data '" + data + "'";
+  if (t->bos_id >= 0) s.bos = t->bos_id;
+  if (t->eos_id >= 0) s.eos = t->eos_id;
 }
 
 ModelSource from_checkpoint(const std::string& path) {
@@ -40,6 +63,7 @@ ModelSource from_checkpoint(const std::string& path) {
   s.config_ini = c.config_ini;
   s.batch_size = c.batch_size;
   s.dtype = precision_of_ini(c.config_ini);
+  stored_tokenizer(s);
   return s;
 }
 
@@ -60,6 +84,25 @@ Shape parse_shape(const std::string& text, const std::string& what) {
 }
 
 }  // namespace
+
+std::string ini_value(const std::string& ini, const std::string& section, const std::string& key) {
+  std::istringstream in(ini);
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line[0] == '[') {
+      inside = line.rfind("[" + section + "]", 0) == 0;
+      continue;
+    }
+    const size_t eq = line.find('=');
+    if (!inside || eq == std::string::npos) continue;
+    std::string k = line.substr(0, eq), v = line.substr(eq + 1);
+    k.erase(k.find_last_not_of(" \t") + 1);
+    v.erase(0, v.find_first_not_of(" \t"));
+    v.erase(v.find_last_not_of(" \t") + 1);
+    if (k == key) return v;
+  }
+  return "";
+}
 
 DType precision_of_ini(const std::string& ini) {
   static const std::regex line(R"(^\s*precision\s*=\s*(\w+))");
@@ -82,7 +125,11 @@ ModelSource load_model_source(const Config& cfg) {
   ModelSource s;
   s.path = path;
   s.what = "model '" + path + "'";
-  s.tokenizer_path = files.tokenizer_path();
+  if (const std::string tok = files.tokenizer_path(); !tok.empty()) {
+    s.tokenizer_bytes = read_bytes(tok);
+    s.tokenizer_file = std::filesystem::path(tok).filename().string();
+    s.tokenizer_origin = "'" + tok + "'";
+  }
   const std::string stored = files.dtype();
   s.dtype = stored == "BF16" ? DType::BF16 : stored == "F16" ? DType::F16 : DType::F32;
   std::string model_what = "this model";

@@ -46,4 +46,7 @@ ModelSource load_model_source(const Config& cfg);
 // The training precision an INI text of a run configuration names (train.precision), as a dtype.
 DType precision_of_ini(const std::string& ini);
 
+// `key = value` of [section] in a run's INI text ("" when absent).
+std::string ini_value(const std::string& ini, const std::string& section, const std::string& key);
+
 }  // namespace hpc::train

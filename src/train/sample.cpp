@@ -14,6 +14,7 @@
 #include "backend/ops.h"
 #include "core/error.h"
 #include "nn/model.h"
+#include "text/tokenizer.h"
 #include "train/model_source.h"
 
 namespace hpc::train {
@@ -31,6 +32,31 @@ class Codec {
   virtual int64_t draw_limit() const = 0;  // only ids below it can be drawn
   virtual std::string name() const = 0;
   std::optional<int64_t> bos, eos;
+};
+
+// The model's tokenizer (hpc::text: byte-level BPE or SentencePiece).
+class TokenizerCodec final : public Codec {
+ public:
+  TokenizerCodec(std::unique_ptr<text::Tokenizer> t, int64_t model_vocab, std::string origin)
+      : t_(std::move(t)), limit_(std::min(model_vocab, t_->vocab_size())), origin_(std::move(origin)) {}
+  std::vector<int64_t> encode(const std::string& text) const override {
+    const std::vector<int32_t> ids = t_->encode(text);
+    return {ids.begin(), ids.end()};
+  }
+  std::string decode(const std::vector<int64_t>& ids) const override {
+    std::vector<int32_t> in;
+    in.reserve(ids.size());
+    for (int64_t id : ids)
+      if (id >= 0 && id < t_->vocab_size()) in.push_back(static_cast<int32_t>(id));
+    return t_->decode(in);
+  }
+  int64_t draw_limit() const override { return limit_; }
+  std::string name() const override { return t_->name() + " from " + origin_; }
+
+ private:
+  std::unique_ptr<text::Tokenizer> t_;
+  int64_t limit_;
+  std::string origin_;
 };
 
 class ByteCodec final : public Codec {
@@ -171,7 +197,13 @@ int sample_command(const Config& cfg) {
     const ModelSource src = load_model_source(cfg);
     std::unique_ptr<nn::Model> model = language_model(src);
     const int64_t vocab = model->output_shape()[1];
-    std::unique_ptr<Codec> codec = std::make_unique<ByteCodec>();
+    std::unique_ptr<Codec> codec;
+    if (!src.tokenizer_bytes.empty()) {
+      std::unique_ptr<text::Tokenizer> t = text::Tokenizer::from_bytes(src.tokenizer_bytes, src.tokenizer_origin);
+      codec = std::make_unique<TokenizerCodec>(std::move(t), vocab, src.tokenizer_origin);
+    } else {
+      codec = std::make_unique<ByteCodec>();
+    }
     codec->bos = src.bos;
     codec->eos = src.eos;
 

@@ -6,10 +6,12 @@
 //                   [--seed 0] [--stop true] [--kv-cache true]
 //
 // The model comes from a checkpoint or from weights one has
-// (train/model_source.h). Text becomes tokens through the tokenizer of the
-// model's directory (tokenizer.json / tokenizer.model beside config.json);
-// without one, a prompt is its bytes (the byte-level tokenizer of `hpcdata
-// pack --from text`) and only ids < 256 are drawn. A known beginning-of-text
+// (train/model_source.h). Text becomes tokens through the model's tokenizer
+// (hpc::text::Tokenizer): the one beside config.json (tokenizer.json /
+// tokenizer.model), or the one `hpcdata pack --tokenizer` stored in a
+// checkpoint's training data; without one, a prompt is its bytes (the
+// byte-level packing of `hpcdata pack --from text`) and only ids < 256 are
+// drawn. The decoded text is printed as it grows. A known beginning-of-text
 // token starts the sequence; with --stop (the default) the end-of-text token
 // ends it.
 //
