@@ -41,9 +41,10 @@
 #
 # Environment passed through untouched when you set it (see docs/cluster.md,
 # "Slurm scripts" and "Multi-node"): NCCL_IB_HCA, NCCL_SOCKET_IFNAME,
-# NCCL_DEBUG, UCX_*, OMPI_MCA_*. Only HDF5_USE_FILE_LOCKING gets a default
-# (FALSE: Lustre, GPFS and NFS often refuse HDF5's locks), and the two knobs
-# above fill in unset OMPI_MCA_* / NCCL_SOCKET_IFNAME values.
+# NCCL_DEBUG, UCX_*, OMPI_MCA_*. Only HDF5_USE_FILE_LOCKING (FALSE: Lustre,
+# GPFS and NFS often refuse HDF5's locks) and, with srun --mpi=pmix,
+# SLURM_PMIX_FENCE (ring: see hpctrain_pmix_fence) get defaults, and the two
+# knobs above fill in unset OMPI_MCA_* / NCCL_SOCKET_IFNAME values.
 
 # HPCTRAIN_NET_IF and HPCTRAIN_MPI_TCP → the variables Open MPI and NCCL read.
 hpctrain_net_settings() {
@@ -59,6 +60,19 @@ hpctrain_net_settings() {
     export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1}
     export OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader,tcp}
   fi
+}
+
+# Slurm's mpi/pmix plugin (22.05 and later) runs a PMIx fence that collects no
+# data, such as Open MPI's barrier at the end of MPI_Init, as a tree over the
+# step's nodes; with fewer nodes than TreeWidth (default 50; 16 from 23.02.5)
+# there is no tree, and every node completes the fence on its own. A rank
+# then leaves MPI_Init while a rank on another node has not yet registered
+# its receive handlers, and the first message it sends there is a call
+# through a null pointer: SIGSEGV at address 0 in MPI_Init, at random, more
+# often on a loaded node or at a requeued job's start. The ring algorithm
+# makes every fence wait for every node.
+hpctrain_pmix_fence() {  # hpctrain_pmix_fence SRUN_MPI_PLUGIN
+  case "$1" in pmix*) export SLURM_PMIX_FENCE=${SLURM_PMIX_FENCE:-ring} ;; esac
 }
 
 # The flags the job runs with, after the user's own.
@@ -137,7 +151,8 @@ hpctrain_run() {
   case "$launcher" in
     srun)
       [ -n "${SLURM_JOB_ID:-}" ] || { echo "hpctrain job: not inside a Slurm job; use HPCTRAIN_LAUNCHER=mpirun" >&2; return 2; }
-      launch=(srun --mpi="$srun_mpi") ;;
+      launch=(srun --mpi="$srun_mpi")
+      hpctrain_pmix_fence "$srun_mpi" ;;
     mpirun) launch=(mpirun -np "$ntasks" --bind-to none) ;;
     *) echo "hpctrain job: HPCTRAIN_LAUNCHER must be srun or mpirun, not '$launcher'" >&2; return 2 ;;
   esac
@@ -147,7 +162,7 @@ hpctrain_run() {
   echo "hpctrain job: SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0} SLURM_JOB_END_TIME=${SLURM_JOB_END_TIME:-none}"
   local v
   for v in NCCL_IB_HCA NCCL_SOCKET_IFNAME NCCL_DEBUG UCX_NET_DEVICES UCX_TLS OMPI_MCA_pml OMPI_MCA_btl \
-    OMPI_MCA_btl_tcp_if_include OMPI_MCA_oob_tcp_if_include HDF5_USE_FILE_LOCKING; do
+    OMPI_MCA_btl_tcp_if_include OMPI_MCA_oob_tcp_if_include HDF5_USE_FILE_LOCKING SLURM_PMIX_FENCE; do
     [ -n "${!v:-}" ] && echo "hpctrain job: $v=${!v}"
   done
   echo "hpctrain job: ${launch[*]} ${trainer[*]} ${args[*]}"

@@ -20,6 +20,9 @@ cluster_start "$WORK/cluster" || fail "the test cluster did not start"
 slurm_has_pmix || skip "srun offers no --mpi=pmix here (srun --mpi=list)"
 pass "test cluster up: $(sinfo -h -o '%D nodes %t: %N'), link $CLUSTER_IF $CLUSTER_SUBNET"
 
+# Fences that wait for every node, as slurm/common.sh sets for its jobs (hpctrain_pmix_fence:
+# without, a rank can leave MPI_Init early and crash one on the other node).
+export SLURM_PMIX_FENCE=ring
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp
 export OMPI_MCA_btl_tcp_if_include=$CLUSTER_IF OMPI_MCA_oob_tcp_if_include=$CLUSTER_IF
 cd "$WORK"

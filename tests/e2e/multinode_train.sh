@@ -6,6 +6,8 @@
 # slurm/train-multinode.sbatch runs 4 ranks (2 per node, srun --mpi=pmix) on
 # the MNIST sample, Open MPI over TCP on the link between the nodes and
 # shared memory within one (HPCTRAIN_NET_IF, HPCTRAIN_MPI_TCP).
+#   0. The script's PMIx fences are barriers across the nodes (a tiny MPI
+#      program, tests/cluster/fence_barrier.cpp, through the same script).
 #   1. A clean job: the start-up lines show 2 nodes with local ranks 0,1 on
 #      each; the link carried the gradients; the final evaluation and
 #      validation loss are bitwise those of 4 ranks on one host (mpirun -np 4):
@@ -87,6 +89,19 @@ job_fail() {  # job_fail JOB LOG MESSAGE: the reason first (a CI report shows th
   exit 1
 }
 cd "$ROOT"
+
+# ---- 0. the script's PMIx fences wait for every node ----------------------------------
+# MPI_Finalize ends with the same kind of fence as MPI_Init's last barrier; through the sbatch
+# script (SLURM_PMIX_FENCE=ring) rank 0 must leave it after the last rank, on node-b, entered
+# it (tests/cluster/fence_barrier.cpp; without, Slurm completes it on each node alone, and a
+# rank that left MPI_Init early crashed one that had not: SIGSEGV at address 0).
+mpicxx -O1 -o "$WORK/fence_barrier" "$ROOT/tests/cluster/fence_barrier.cpp" || fail "cannot build fence_barrier"
+job=$(submit "$WORK/fence.log" HPCTRAIN_BIN="$WORK/fence_barrier" -- "$WORK") || fail "sbatch refused the job"
+CLUSTER_JOBS+=("$job")
+slurm_wait_state "$job" 60 COMPLETED FAILED CANCELLED || job_fail "$job" "$WORK/fence.log" "job $job did not finish"
+grep -qx "barrier" "$WORK/fence.log" && grep -q "^hpctrain job: SLURM_PMIX_FENCE=ring" "$WORK/fence.log" ||
+  job_fail "$job" "$WORK/fence.log" "MPI_Finalize's PMIx fence did not wait for node-b's last rank"
+pass "job $job: PMIx fences wait for every node (SLURM_PMIX_FENCE=ring)"
 
 run_mpi 4 "$BUILD/hpctrain" "${args[@]}" --run.dir "$WORK/reference" >"$WORK/reference.log" 2>&1 ||
   { cat "$WORK/reference.log"; fail "the single-host 4-rank reference run"; }

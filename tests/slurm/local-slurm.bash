@@ -10,7 +10,7 @@
 #
 # Nothing is shared with a Slurm or munge the host may already run: own
 # ports (free ones, asked from the kernel), own munge key and socket, own
-# spool. proctrack/linuxproc and task/none need no cgroups, so it runs in
+# spool, and slurmd's jobs see a /dev/shm of their own. proctrack/linuxproc and task/none need no cgroups, so it runs in
 # containers. The daemons run as root (SlurmUser=root), so the tests need root.
 # Facts behind the choices: ../../../shared/notes/local-slurm.md.
 
@@ -24,6 +24,7 @@ slurm_check_available() {
       { echo "$b not found (install slurm-wlm and munge: scripts/install-deps.sh --slurm)"; return 1; }
   done
   [ "$(id -u)" -eq 0 ] || { echo "the local Slurm runs its daemons as root; run as root"; return 1; }
+  unshare --mount true 2>/dev/null || { echo "cannot create a mount namespace (unshare --mount, util-linux)"; return 1; }
   return 0
 }
 
@@ -90,7 +91,11 @@ PartitionName=debug Nodes=hpctest-node Default=YES MaxTime=INFINITE State=UP Ove
 CONF
   export SLURM_CONF=$d/slurm.conf
   slurmctld -f "$SLURM_CONF" || { cat "$d/slurmctld.log" 2>/dev/null; return 1; }
-  slurmd -f "$SLURM_CONF" -N hpctest-node || { cat "$d/slurmd.log" 2>/dev/null; return 1; }
+  # slurmd, and so the jobs' tasks, get a /dev/shm of their own: Open MPI names its
+  # shared-memory files after the host, the Slurm job and the step, which two
+  # such clusters on one host (another test, another checkout) share.
+  unshare --mount sh -c 'mount -t tmpfs -o mode=1777 slurm-test-shm /dev/shm && exec "$@"' sh \
+    slurmd -f "$SLURM_CONF" -N hpctest-node || { cat "$d/slurmd.log" 2>/dev/null; return 1; }
   for _ in $(seq 1 60); do
     [ "$(sinfo -h -n hpctest-node -o %t 2>/dev/null)" = idle ] && return 0
     sleep 0.5
