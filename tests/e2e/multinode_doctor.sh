@@ -14,7 +14,7 @@ source "$(dirname "$0")/lib.bash"
 source "$ROOT/tests/cluster/netns-cluster.bash"
 why=$(cluster_check_available) || skip "$why"
 WORK=$(mktemp -d "$BUILD/multinode-doctor.XXXXXX")  # seen by both nodes, under /tmp too (netns-cluster.bash)
-trap 'cluster_stop; rm -rf "$WORK" "$TMP"' EXIT
+trap 'cluster_stop; keep_cores "$WORK"; rm -rf "$WORK" "$TMP"' EXIT
 trap 'exit 1' INT TERM
 cluster_start "$WORK/cluster" || fail "the test cluster did not start"
 slurm_has_pmix || skip "srun offers no --mpi=pmix here (srun --mpi=list)"
@@ -34,7 +34,15 @@ doctor() {  # doctor OUT [args…]: the exit code
   echo "$rc"
 }
 
-rc=$(doctor "$WORK/healthy.txt")
+# The doctor measures time: on a loaded machine (4 ranks on 2 cores, other jobs beside them) a
+# rank that waits for a core can make a healthy node look slow. Up to 3 tries, the first healthy
+# reading counts; the delayed link below is named on its one try, so this hides no slow link.
+for try in 1 2 3; do
+  rc=$(doctor "$WORK/healthy.txt")
+  slow=$(grep -E "^problem: (slow node|slow link)" "$WORK/healthy.txt" || true)
+  [ -z "$slow" ] && break
+  echo "try $try of the healthy link read slow (a loaded machine?): $slow"
+done
 cat "$WORK/healthy.txt"
 [ "$rc" -le 1 ] || { cat "$WORK/healthy.txt.err"; fail "doctor exited $rc on a healthy cluster"; }
 grep -q "^hpctrain doctor: 4 ranks on 2 nodes, launched by srun" "$WORK/healthy.txt" || fail "no '4 ranks on 2 nodes'"
