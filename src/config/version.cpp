@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "backend/cpu/blas_core.h"
+#include "backend/cpu/isa/kernel_table.h"
 #include "backend/cpu/onednn.h"
 #include "backend/device.h"
 #include "config/config.h"
@@ -66,6 +67,8 @@ std::string version_report() {
      << "  Boost:    " << boost_version() << "\n"
      << "  BLAS:     " << first_line(openblas_get_config()) << "\n"
      << "  BLAS core: " << backend::cpu::blas_core().line() << "\n"
+     << "  CPU kernels: " << backend::cpu::kernel_table<float>().isa
+     << " (float32 loops; HPCTRAIN_CPU_ISA=avx2 for avx2)\n"
      << "  oneDNN:   " << backend::cpu::onednn::describe() << "\n"
 #if defined(__clang__)
      << "  compiler: clang " << __clang_version__ << "\n";

@@ -5,20 +5,18 @@
 // Attention keeps the T×T probability matrix of every (sample, head) for
 // backward (as PyTorch's unfused path does) instead of recomputing it as
 // flash attention would: on a CPU with T ≤ 1024 the matrices fit in memory,
-// and the products on them are where the time goes. In float32 they run in
-// tile_gemm.h's register tiles, which skip what the causal mask makes zero
-// (the scores above the diagonal, the probabilities' zero half); float64
-// (gradient checks) keeps OpenBLAS on the whole matrices, masked afterwards.
+// and the products on them are where the time goes. They, the softmax and
+// the transposes are the kernel table's (isa/kernel_table.h): in float32
+// register tiles that skip what the causal mask makes zero (the scores above
+// the diagonal, the probabilities' zero half; isa/tile_product.h says why),
+// in float64 (gradient checks) OpenBLAS on the whole matrices, masked afterwards.
 //
 // The elementwise passes are written to vectorise (they were ~10% of a
-// gpt-small step as scalar loops): the softmax's exp is vec_math.h's exp8 in
-// float32, its row maximum runs in eight lanes and its backward's row dot
-// product in sixteen partial sums, and LayerNorm's float32 row sums run in
-// four vector registers of partial sums (moment, dot_sums; float64 keeps
+// gpt-small step as scalar loops): the softmax backward's row dot product
+// runs in sixteen partial sums, and LayerNorm's float32 row sums in four
+// vector registers of partial sums (moment, dot_sums; float64 keeps
 // row_sum's eight scalars).
 #include "backend/ops_impl.h"
-
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
@@ -26,76 +24,18 @@
 #include <type_traits>
 #include <vector>
 
-#include "backend/cpu/tile_gemm.h"
-#include "backend/cpu/vec_math.h"
+#include "backend/cpu/isa/kernel_table.h"
 #include "backend/dispatch.h"
 
 namespace hpc::backend::cpu {
 
 namespace {
 
-// row[0, n) = softmax(row[0, n)), max-subtracted; T×T rows in every
-// (sample, head), so the exp is worth vectorising (vec_math.h) in float32.
-// max(row[0, n)) as the loop `mx = std::max(mx, row[s])` gives it. In
-// float32 eight lanes run that loop side by side (MAXPS(v, m) is
-// std::max(m, v): m unless v > m): a NaN in row[0] stays, later NaNs are
-// skipped, and only the sign of a ±0 tie can depend on the order, which no
-// exp(x − max) sees.
-template <typename T>
-T row_max(const T* row, int64_t n) {
-  T mx = row[0];
-  int64_t s = 1;
-#if HPC_CPU_VEC_EXP
-  if constexpr (std::is_same_v<T, float>) {
-    __m256 m = _mm256_set1_ps(mx);
-    for (s = 0; s + 8 <= n; s += 8) m = _mm256_max_ps(_mm256_loadu_ps(row + s), m);
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, m);
-    for (const float l : lanes) mx = std::max(mx, l);
-  }
-#endif
-  for (; s < n; ++s) mx = std::max(mx, row[s]);
-  return mx;
-}
-
-template <typename T>
-void softmax_row(T* row, int64_t n) {
-  const T mx = row_max(row, n);
-  T total = 0;
-  int64_t s = 0;
-#if HPC_CPU_VEC_EXP
-  if constexpr (std::is_same_v<T, float>) {
-    const __m256 shift = _mm256_set1_ps(mx);
-    __m256 acc = _mm256_setzero_ps();
-    for (; s + 8 <= n; s += 8) {
-      const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(row + s), shift));
-      _mm256_storeu_ps(row + s, e);
-      acc = _mm256_add_ps(acc, e);
-    }
-    if (s < n) store_partial(row + s, exp8(_mm256_sub_ps(load_partial(row + s, n - s), shift)), n - s);
-    total = sum8(acc);
-  }
-#endif
-  for (int64_t i = s; i < n; ++i) {
-    if constexpr (!std::is_same_v<T, float> || !HPC_CPU_VEC_EXP) row[i] = std::exp(row[i] - mx);
-    total += row[i];
-  }
-  const T inv = T(1) / total;
-  for (int64_t i = 0; i < n; ++i) row[i] *= inv;
-}
-
-// C = alpha·A·B with B and C row-major: tile_gemm_f32 in float32, OpenBLAS
-// (on the whole matrices, the causal zeros included) in float64.
+// C = alpha·A·B with B and C row-major, A read by rows (a_rows, 1) or transposed (1, a_cols).
 template <typename T>
 void product(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_rows, int64_t a_cols, const T* b,
              int64_t ldb, T* c, int64_t ldc, Causal causal) {
-  if constexpr (std::is_same_v<T, float>) {
-    tile_gemm_f32(m, n, k, alpha, StridedA{a, a_rows, a_cols}, b, ldb, c, ldc, causal);
-  } else {
-    const bool by_rows = a_cols == 1;  // else A is a transposed row-major matrix (a_rows == 1)
-    cblas_dgemm(CblasRowMajor, by_rows ? CblasNoTrans : CblasTrans, CblasNoTrans, int(m), int(n), int(k),
-                alpha, a, int(by_rows ? a_rows : a_cols), b, int(ldb), T(0), c, int(ldc));
-  }
+  kernel_table<T>().tile_product(m, n, k, alpha, StridedA<T>{a, a_rows, a_cols}, b, ldb, c, ldc, causal);
 }
 
 // The t_len×d head starting at x (rows ld apart) transposed into a d×t_len
@@ -104,12 +44,7 @@ template <typename T>
 const T* transposed(const T* x, int64_t t_len, int64_t d, int64_t ld) {
   thread_local std::vector<T> buffer;
   buffer.resize(size_t(t_len * d));
-  if constexpr (std::is_same_v<T, float>) {
-    transpose_f32(x, t_len, d, ld, buffer.data());
-  } else {
-    for (int64_t t = 0; t < t_len; ++t)
-      for (int64_t j = 0; j < d; ++j) buffer[size_t(j * t_len + t)] = x[t * ld + j];
-  }
+  kernel_table<T>().transpose(x, t_len, d, ld, buffer.data());
   return buffer.data();
 }
 
@@ -326,11 +261,7 @@ void attention_forward(const Tensor& qkv, int64_t heads, const Tensor& probs, co
         T* p = probs.data<T>() + (b * heads + h) * t_len * t_len;
         product<T>(t_len, t_len, d, inv_sqrt_d, q, c3, 1, transposed(k, t_len, d, c3), t_len, p, t_len,
                    Causal::LowerOut);  // S = Q·Kᵀ/√d
-        for (int64_t t = 0; t < t_len; ++t) {
-          T* row = p + t * t_len;
-          softmax_row(row, t + 1);
-          for (int64_t s = t + 1; s < t_len; ++s) row[s] = T(0);
-        }
+        kernel_table<T>().causal_softmax(p, t_len);
         product<T>(t_len, d, t_len, T(1), p, t_len, 1, v, c3, out.data<T>() + b * t_len * c + h * d, c,
                    Causal::LowerA);  // O = P·V
       }
