@@ -20,6 +20,7 @@
 #include "train/eval_command.h"
 #include "train/export.h"
 #include "train/sample.h"
+#include "train/started_file.h"
 #include "train/trainer.h"
 
 namespace {
@@ -67,6 +68,7 @@ int train(const hpc::Config& cfg, hpc::dist::Context& ctx) {
 
   try {
     trainer->apply_resume_checkpoint();
+    hpc::train::note_training_started(ctx);  // for the job script: a death from here on is no failed start
     hpc::train::EvalResult r = trainer->run();
     if (ctx.is_root() && r.count > 0 && trainer->exit_code() == hpc::EXIT_OK)
       std::printf("%s\n", trainer->task().final_line(r).c_str());

@@ -39,14 +39,15 @@ std::vector<std::string> command_names() {
 }
 
 // HPCTRAIN_* variables that are not options and are read elsewhere: fault
-// injection (HPCTRAIN_FAULT*), test hooks (HPCTRAIN_TEST*) and the BLAS core
-// check's re-execution marker (HPCTRAIN_BLAS_CORE_FIX, backend/cpu/blas_core.cpp).
+// injection (HPCTRAIN_FAULT*), test hooks (HPCTRAIN_TEST*), the BLAS core
+// check's re-execution marker (HPCTRAIN_BLAS_CORE_FIX, backend/cpu/blas_core.cpp)
+// and the job script's started file (HPCTRAIN_STARTED_FILE, train/started_file.h).
 // The CPU backend's switches (HPCTRAIN_CPU_*, backend/cpu/switches.h) are
 // checked by name and value. Any other HPCTRAIN_* variable that names no
 // option is an error, like an unknown option: a misspelt HPCTRAIN_OPTIM_LRR
 // must not be silently ignored.
-const std::vector<std::string> ENV_NOT_OPTIONS = {"HPCTRAIN_FAULT", "HPCTRAIN_TEST",
-                                                  "HPCTRAIN_BLAS_CORE_FIX"};
+const std::vector<std::string> ENV_NOT_OPTIONS = {"HPCTRAIN_FAULT", "HPCTRAIN_TEST", "HPCTRAIN_BLAS_CORE_FIX",
+                                                  "HPCTRAIN_STARTED_FILE"};
 
 const backend::cpu::SwitchSpec* cpu_switch(const std::string& var) {
   for (const backend::cpu::SwitchSpec& s : backend::cpu::switches())

@@ -115,6 +115,7 @@ Context::Context(int* argc, char*** argv, const DistConfig& cfg) : cfg_(cfg) {
   std::string launch = check_launch(info_.world);
   if (!launch.empty()) throw UserError(launch);  // session_ finalizes MPI on the way out
   install_faults(parse_faults(std::getenv("HPCTRAIN_FAULT")), info_.rank);
+  fault_at(FaultPoint::Startup);
 
   if (info_.world == 1) {
     host_comm_ = std::make_unique<SelfComm>();

@@ -361,6 +361,7 @@ TEST_F(ConfigTest, EnvironmentErrorsNameTheVariable) {
 
   set_env("HPCTRAIN_TEST_ANYTHING", "1");  // the documented allow-list
   set_env("HPCTRAIN_FAULT_RANK", "1");
+  set_env("HPCTRAIN_STARTED_FILE", "/tmp/started");  // set by slurm/common.sh for every job
   EXPECT_EQ(parse_train({}).optim.lr, 1e-3);
 }
 
