@@ -10,6 +10,7 @@
 # Overrides: CUDA=0|1, CUDA_HOME, CUDA_ARCH ("80 90"), ARCH_FLAGS, MPICXX, BUILD.
 
 BUILD      ?= build
+FUZZ_BUILD ?= build-fuzz
 MPICXX     ?= mpicxx
 CUDA_HOME  ?= /usr/local/cuda
 CUDA_ARCH  ?= 80 90
@@ -42,13 +43,13 @@ VERSION     := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 WARN     := -Wall -Wextra -Wno-restrict
 CPPFLAGS := -Isrc -I. $(MPI_CFLAGS) $(HDF5_CFLAGS) $(BLAS_CFLAGS) \
             -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1
-# The version strings go only into the two files that print them, so a new commit
-# does not change every object's command line (and ccache keeps its hits).
+# The version strings go into one file (config/version.cpp: hpctrain_version(),
+# hpctrain_commit()), so a new commit does not change every object's command line
+# (and ccache keeps its hits).
 VERSION_DEFS := -DHPCTRAIN_VERSION='"$(VERSION)"' -DHPCTRAIN_COMMIT='"$(GIT_COMMIT)"'
-VERSION_OBJS := $(BUILD)/obj/src/config/version.o $(BUILD)/obj/src/doctor/versions.o \
-  $(BUILD)/obj/data_tools/hpcdata.o $(BUILD)/obj/src/train/trainer_checkpoint.o
+VERSION_OBJS := $(BUILD)/obj/src/config/version.o $(FUZZ_BUILD)/obj/src/config/version.o
 $(VERSION_OBJS): CPPFLAGS += $(VERSION_DEFS)
-# ...and those files are rebuilt when the commit changes: the stamp is rewritten
+# ...and that file is rebuilt when the commit changes: the stamp is rewritten
 # only when its text differs, so an unchanged commit rebuilds nothing.
 $(VERSION_OBJS): $(BUILD)/version.stamp
 $(BUILD)/version.stamp: version-check
@@ -251,7 +252,6 @@ $(BUILD)/tests/sanitizers/%: $(BUILD)/obj/tests/sanitizers/%.o $(LIB)
 # instrumented for coverage, ASan and UBSan. `make test` replays every corpus and
 # regression input through the same target sources built by mpicxx with a plain main()
 # ($(BUILD)/tests/fuzz_replay_*; tests/e2e/fuzz_regress.sh), so it needs no clang.
-FUZZ_BUILD   ?= build-fuzz
 FUZZ_CXX     ?= clang++
 FUZZ_SECONDS ?= 30
 FUZZ_SEED    ?= 0

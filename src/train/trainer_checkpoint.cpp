@@ -24,13 +24,6 @@
 #include "core/fault.h"
 #include "train/trainer.h"
 
-#ifndef HPCTRAIN_VERSION
-#define HPCTRAIN_VERSION "0.0.0"
-#endif
-#ifndef HPCTRAIN_COMMIT
-#define HPCTRAIN_COMMIT "unknown"
-#endif
-
 namespace hpc::train {
 
 namespace {
@@ -297,7 +290,7 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
     c.sampler_batch = c.step_in_epoch;
     c.dropout_step = step_ * cfg_.train.accum_steps;
     c.config_ini = to_ini(cfg_);
-    c.hpctrain_version = std::string(HPCTRAIN_VERSION) + " (" + HPCTRAIN_COMMIT + ")";
+    c.hpctrain_version = std::string(hpctrain_version()) + " (" + hpctrain_commit() + ")";
     c.created_unix = static_cast<int64_t>(std::time(nullptr));
     // The host snapshot: deep copies of parameters, buffers and optimizer state (model_state.h).
     if (sharding_->active())
