@@ -332,8 +332,7 @@ EvalResult Trainer::evaluate() {
   in.comm = &comm_;
   in.rows = micro_batch_;
   in.seed = cfg_.train.seed;
-  const data::SplitInfo& info = data_.val->info();
-  in.top5 = info.classification && info.num_classes >= 10;
+  in.top5 = task().counts_top5(data_.val->info());
   return evaluate_split(in);
 }
 
