@@ -21,7 +21,6 @@ class Record {
  public:
   Record& add(const std::string& key, double value);
   Record& add_int(const std::string& key, long long value);
-  Record& add_str(const std::string& key, const std::string& value);
   std::string json() const;
 
  private:
