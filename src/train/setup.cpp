@@ -3,8 +3,6 @@
 // here (the device vote, the NCCL set-up, the parameter broadcast and the
 // model check) are called in the same order everywhere. A set-up error is a
 // UserError that main.cpp agrees on across ranks before training starts.
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -200,10 +198,8 @@ void Trainer::open_run_dir() {
       std::make_unique<Progress>(cfg_.log.progress, total_steps_, step_, ctx_.is_root(), ctx_.world());
   tracer_ = std::make_unique<Tracer>(cfg_.log.trace, cfg_.log.trace_steps, ctx_.rank());
   // Where this rank's collective flight record goes when a collective times out or on SIGUSR2.
-  char host[256] = "";
-  gethostname(host, sizeof host);
   ctx_.heartbeat().flight().set_path(cfg_.run_dir + "/flight-" + std::to_string(ctx_.rank()) + ".json",
-                                     ctx_.rank(), host);
+                                     ctx_.rank(), ctx_.info().host);
   dist::install_fatal_signal_dump(ctx_.heartbeat().flight());  // and when this process crashes
   // Until the first save is timed: parameters twice (flat and per tensor) and
   // the optimizer state at a modest 200 MB/s, plus a quarter second for fsync.

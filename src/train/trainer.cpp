@@ -342,9 +342,7 @@ void Trainer::finish_trace() {
   // A background write of a traced step belongs in the file: the trace's end waits for it (rank 0).
   if (writer_ && writer_->in_flight() && tracer_->traces(writer_->in_flight_step()))
     pending_write_failure_ = collect_write(true);  // a full disk joins the next stop vote
-  char host[256] = "";
-  gethostname(host, sizeof host);
-  const std::string file = tracer_->finish(comm_, host);
+  const std::string file = tracer_->finish(comm_, ctx_.info().host);
   if (!file.empty())
     progress_->line("trace: " + file + " (steps " + cfg_.log.trace_steps + ", " +
                     std::to_string(ctx_.world()) +
