@@ -99,6 +99,14 @@ OptionSpec name_choice(std::string name, Access acc, const std::vector<std::stri
   return s;
 }
 
+// A model.spec replaces the preset: the preset's value is then without effect.
+OptionSpec unused_when_spec(OptionSpec s) {
+  s.unused = [](const Config& c) -> const char* {
+    return c.model.spec.empty() ? nullptr : "model.spec replaces it";
+  };
+  return s;
+}
+
 // An enum field: its values spelled as enum_names<E>() says, shown as "a|b|c".
 template <class Access>
 OptionSpec choice(std::string name, Access acc, std::string help) {
@@ -282,7 +290,8 @@ std::vector<OptionSpec> build_table() {
                           "training images: flip (horizontal, p = 1/2), crop:P (pad P, random crop); e.g. "
                           "\"flip, crop:4\"; none by default")),
 
-      name_choice("model.preset", FIELD(model.preset), nn::preset_names(), preset_help(), "NAME"),
+      unused_when_spec(
+          name_choice("model.preset", FIELD(model.preset), nn::preset_names(), preset_help(), "NAME")),
       text("model.spec", FIELD(model.spec), P::ANY_TEXT, "SPEC",
            "explicit layer spec, e.g. \"conv(32,3,pad=1) relu flatten linear(10)\"; overrides the preset"),
       int_list("model.hidden", FIELD(model.hidden), "mlp hidden layer widths"),

@@ -469,6 +469,20 @@ TEST_F(ConfigTest, ToIniRoundTripsEveryField) {
   EXPECT_EQ(to_ini(back), to_ini(c));
 }
 
+// A run given --model.spec writes its preset as unused (the preset is not what it trained), and
+// the line still reads back; without a spec the preset line is plain.
+TEST_F(ConfigTest, ToIniMarksThePresetUnusedBesideASpec) {
+  Config c;
+  c.data.path = data_;
+  EXPECT_NE(to_ini(c).find("\npreset = cnn\n"), std::string::npos) << to_ini(c);
+  c.model.spec = "flatten linear(10)";
+  const std::string ini = to_ini(c);
+  EXPECT_NE(ini.find("\npreset = cnn  # not used: model.spec replaces it\n"), std::string::npos) << ini;
+  Config back = parse({"--config", write_file("spec.ini", ini)});
+  EXPECT_EQ(back.model.preset, "cnn");
+  EXPECT_EQ(back.model.spec, c.model.spec);
+}
+
 TEST_F(ConfigTest, HelpAndVersionReturnFalse) {
   Config cfg;
   const char* help[] = {"hpctrain", "--help"};
