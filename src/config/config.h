@@ -154,6 +154,7 @@ struct EvalConfig {
   std::string
       out;  // eval: the eval.json path (default: beside the checkpoint); predict: preds.h5; export: DIR
   ExportFormat format = ExportFormat::Torch;  // export
+  bool force = false;                         // export: write into a directory that already holds files
 };
 
 struct Config {

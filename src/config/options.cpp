@@ -227,6 +227,16 @@ OptionSpec augment_option(OptionSpec s) {
   return s;
 }
 
+// An option of `hpctrain export` only, like doctor_only.
+OptionSpec export_only(OptionSpec s) {
+  s.in_file = false;
+  s.set = [inner = s.set](Config& c, const std::string& text) {
+    if (c.command != Command::Export) throw BadValue("only for 'hpctrain export'");
+    inner(c, text);
+  };
+  return s;
+}
+
 // An option of `hpctrain eval` and `predict` only, like doctor_only.
 OptionSpec eval_only(OptionSpec s) {
   s.in_file = false;
@@ -278,6 +288,9 @@ std::vector<OptionSpec> build_table() {
                        "export: torch (safetensors + model.py) | hf (Hugging Face GPT-2 layout: config.json "
                        "+ safetensors) | "
                        "onnx (model.onnx, opset 13, the inference graph)")),
+      export_only(flag("force", FIELD(eval.force),
+                       "export: write into a -o directory that already holds files (those of the same names "
+                       "are replaced, the others stay); --force alone means true")),
 
       text("data.path", FIELD(data.path), P::INPUT_FILE, "PATH",
            "HDF5 dataset with /train and optionally /val (needed by train and eval)"),

@@ -116,6 +116,10 @@ int export_command(const Config& cfg) {
     if (!std::filesystem::is_directory(dir))
       throw UserError("option --out: cannot create the directory '" + dir + "'" +
                       (ec ? ": " + ec.message() : ""));
+    // Files of an earlier export (another format, another model) would sit beside the new ones.
+    if (!cfg.eval.force && !std::filesystem::is_empty(dir, ec))
+      throw UserError("option -o/--out: the directory '" + dir +
+                      "' already holds files: give a new or empty one, or --force to write into it");
     if (onnx) {
       write_file(dir + "/model.onnx", onnx_model);
       std::printf("export: %s (step %lld, %lld parameters) → %s/model.onnx (opset 13)\n",

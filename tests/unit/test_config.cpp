@@ -264,6 +264,16 @@ TEST_F(ConfigTest, SubCommands) {
   EXPECT_NE(error_of({"trian"}).find("did you mean train?"), std::string::npos);
   EXPECT_NE(error_of({"eval", "--data.path", data_}).find("--checkpoint"), std::string::npos);
   EXPECT_NE(error_of({"--data.path", data_, "eval"}).find("command must come first"), std::string::npos);
+  // An option the command does not use, on its command line, is an error (a shared INI file may hold it).
+  EXPECT_EQ(error_of({"eval", "--checkpoint", data_, "--data.path", data_, "--run.dir", "runs/x"}),
+            "option --run.dir: not used by 'hpctrain eval' (it writes eval.json beside the checkpoint, or to "
+            "--out)");
+  EXPECT_NE(error_of({"export", "--checkpoint", data_, "-o", "out", "--run.dir", "runs/x"})
+                .find("option --run.dir: not used by 'hpctrain export'"),
+            std::string::npos);
+  const std::string ini = write_file("shared.ini", "[run]\ndir = runs/x\n");
+  EXPECT_EQ(parse({"eval", "--checkpoint", data_, "--data.path", data_, "--config", ini}).run_dir, "runs/x");
+  EXPECT_EQ(parse({"doctor", "--run.dir", "runs/x"}).run_dir, "runs/x");
 }
 
 struct BadCase {
