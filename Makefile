@@ -138,6 +138,15 @@ deps:
 
 $(BUILD)/obj/src/train/export_onnx.o: CPPFLAGS += $(if $(ONNX_H),-DHPCTRAIN_ONNX=1 -DONNX_ML=1 -DONNX_NAMESPACE=onnx)
 
+# src/train/model.py (the model.py of `hpctrain export --format torch`) stays a Python file; its
+# text reaches model_py.cpp as a raw string literal made here (tests/e2e/model_py.sh checks
+# that the delimiter never occurs in it).
+$(BUILD)/gen/train/model_py.inc: src/train/model.py
+	@mkdir -p $(@D)
+	@{ printf 'R"HPCTRAIN_PY('; cat $<; printf ')HPCTRAIN_PY"\n'; } > $@
+$(BUILD)/obj/src/train/model_py.o: $(BUILD)/gen/train/model_py.inc
+$(BUILD)/obj/src/train/model_py.o: CPPFLAGS += -I$(BUILD)/gen
+
 $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(@D)
 	$(MPICXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
