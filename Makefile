@@ -9,6 +9,9 @@
 #
 # Overrides: CUDA=0|1, CUDA_HOME, CUDA_ARCH ("80 90"), ARCH_FLAGS, MPICXX, BUILD.
 
+# `make` alone builds everything (the version rules below would otherwise be the first goal).
+.DEFAULT_GOAL := all
+
 BUILD      ?= build
 FUZZ_BUILD ?= build-fuzz
 MPICXX     ?= mpicxx
