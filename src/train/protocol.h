@@ -155,6 +155,7 @@ std::vector<M> gather_from_ranks(dist::Communicator& comm, const M& mine) {
   Tensor all(Shape{n * comm.size()}, DType::F64);
   comm.allgather(Tensor::borrow(w.data(), Shape{n}, DType::F64), all);
   std::vector<M> out;
+  out.reserve(static_cast<size_t>(comm.size()));
   for (int r = 0; r < comm.size(); ++r) out.push_back(unpack<M>(all.data<double>() + r * n));
   return out;
 }
@@ -171,6 +172,7 @@ void broadcast_rows(dist::Communicator& comm, std::vector<M>& rows, int root) {
     }
   comm.broadcast(all, root);
   rows.clear();
+  rows.reserve(static_cast<size_t>(world));
   for (int64_t r = 0; r < world; ++r) rows.push_back(unpack<M>(all.data<double>() + r * n));
 }
 

@@ -65,6 +65,7 @@ TEST(Protocol, CollectivesMoveNamedFields) {
   std::vector<ResumeHead> heads(WORLD);
   std::vector<std::vector<LogWindowSums>> gathered(WORLD), rows(WORLD);
   std::vector<std::thread> ranks;
+  ranks.reserve(WORLD);
   for (int r = 0; r < WORLD; ++r)
     ranks.emplace_back([&, r] {
       test::FakeComm comm(r, WORLD, &group);
