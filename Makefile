@@ -32,6 +32,11 @@ HDF5_LIBS   := $(shell pkg-config --libs hdf5 2>/dev/null)
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null)
 BOOST_PO    := $(wildcard /usr/include/boost/program_options.hpp)
+# Tokenizers (src/text/): PCRE2 for the pre-tokenizer regexes, libsentencepiece, nlohmann's JSON.
+PCRE2_LIBS  := $(shell pkg-config --libs libpcre2-8 2>/dev/null)
+# libsentencepiece goes only into a plugin (src/text/sentencepiece_api.h says why).
+SPM_LIBS    := $(wildcard /usr/lib/*/libsentencepiece.so /usr/lib/libsentencepiece.so)
+JSON_H      := $(wildcard /usr/include/nlohmann/json.hpp)
 GTEST       := $(wildcard /usr/include/gtest/gtest.h)
 HAVE_NVCC   := $(wildcard $(NVCC))
 # oneDNN (Debian libdnnl-dev): the CPU convolutions; without it they run on im2col + GEMM.
@@ -64,7 +69,7 @@ version-check:
 # IEEE semantics change: no -ffast-math, results stay bitwise reproducible).
 CXXFLAGS ?= -O3 -g -fno-math-errno $(ARCH_FLAGS)
 CXXFLAGS += -std=c++20 -pthread $(WARN) -MMD -MP
-LDLIBS   := $(MPI_LIBS) $(HDF5_LIBS) $(BLAS_LIBS) -lboost_program_options -lz -pthread
+LDLIBS   := $(MPI_LIBS) $(HDF5_LIBS) $(BLAS_LIBS) -lboost_program_options -lz $(PCRE2_LIBS) -ldl -pthread
 # ONNX export (hpctrain export --format onnx) with Debian's libonnx-dev, whose
 # generated headers need libprotobuf-dev; without them the build works and
 # that format is a one-line error. Only export_onnx.cpp sees the define.
@@ -112,6 +117,8 @@ MPI_TEST_BIN := $(MPI_TEST_SRC:tests/mpi/%.cpp=$(BUILD)/tests/mpi/%)
 BENCH_SRC:= $(sort $(wildcard bench/*.cpp))
 BENCH_BIN:= $(BENCH_SRC:bench/%.cpp=$(BUILD)/bench/%)
 BINS     := $(BUILD)/hpctrain $(BUILD)/hpcdata
+# The SentencePiece plugin (plugins/sentencepiece.cpp), loaded at run time from beside the binaries.
+SPM_PLUGIN := $(BUILD)/libhpctrain-sentencepiece.so
 
 .PHONY: all deps check-deps demo test bench bench-quick lint clean summary
 # Test and bench objects are intermediates of pattern rules: keep them, or every relink after a
@@ -125,6 +132,7 @@ summary:
 	@echo "hpctrain $(VERSION) ($(GIT_COMMIT)) build summary:"
 	@echo "  $(call have,$(ONNX_H)) ONNX export (libonnx-dev + libprotobuf-dev)"
 	@echo "  $(call have,$(MPI_LIBS)) MPI ($(MPICXX))   $(call have,$(HDF5_LIBS)) HDF5   $(call have,$(BLAS_LIBS)) OpenBLAS   $(call have,$(BOOST_PO)) Boost.Program_options   $(call have,$(GTEST)) GoogleTest"
+	@echo "  $(call have,$(PCRE2_LIBS)) PCRE2   $(call have,$(SPM_LIBS)) SentencePiece   $(call have,$(JSON_H)) nlohmann-json (tokenizers)"
 	@echo "  $(if $(filter 1,$(CUDA)),✓ CUDA ($(NVCC), arch $(CUDA_ARCH)),✗ CUDA (CPU-only build))   ARCH_FLAGS=$(ARCH_FLAGS)"
 	@echo "  $(if $(filter 1,$(DNNL)),✓ oneDNN (CPU convolutions, large float32 GEMMs),✗ oneDNN (CPU convolutions on the im2col + GEMM fallback: install libdnnl-dev or run 'make deps'))"
 
@@ -135,6 +143,9 @@ check-deps:
 	@$(if $(BLAS_LIBS),,echo "missing OpenBLAS: install libopenblas-dev (or run 'make deps')"; exit 2)
 	@$(if $(BOOST_PO),,echo "missing Boost.Program_options: install libboost-program-options-dev (or run 'make deps')"; exit 2)
 	@$(if $(GTEST),,echo "missing GoogleTest: install libgtest-dev (or run 'make deps')"; exit 2)
+	@$(if $(PCRE2_LIBS),,echo "missing PCRE2: install libpcre2-dev (or run 'make deps')"; exit 2)
+	@$(if $(SPM_LIBS),,echo "missing SentencePiece: install libsentencepiece-dev (or run 'make deps')"; exit 2)
+	@$(if $(JSON_H),,echo "missing nlohmann-json: install nlohmann-json3-dev (or run 'make deps')"; exit 2)
 
 deps:
 	@scripts/install-deps.sh
@@ -173,13 +184,24 @@ $(LIB): $(LIB_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(BUILD)/hpctrain: $(BUILD)/obj/src/main.o $(LIB)
+$(BUILD)/hpctrain: $(BUILD)/obj/src/main.o $(LIB) | $(SPM_PLUGIN)
 	$(MPICXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/hpcdata: $(TOOL_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB)
+$(BUILD)/hpcdata: $(TOOL_SRC:%.cpp=$(BUILD)/obj/%.o) $(LIB) | $(SPM_PLUGIN)
 	$(MPICXX) $(CXXFLAGS) $^ -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB)
+# test_tokenizer loads libprotobuf as hpctrain does (ONNX), so its SentencePiece tests prove the
+# plugin's isolation from it; not under the sanitizers, whose runtimes refuse RTLD_DEEPBIND.
+ifneq ($(ONNX_H),)
+ifeq ($(findstring -fsanitize,$(CXXFLAGS)),)
+$(BUILD)/tests/test_tokenizer: LDLIBS += -Wl,--no-as-needed -lprotobuf -Wl,--as-needed
+endif
+endif
+$(BUILD)/obj/plugins/sentencepiece.o: CXXFLAGS += -fPIC -fvisibility=hidden
+$(SPM_PLUGIN): $(BUILD)/obj/plugins/sentencepiece.o
+	$(MPICXX) $(CXXFLAGS) -shared $^ -o $@ -lsentencepiece
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIB) | $(SPM_PLUGIN)
 	@mkdir -p $(@D)
 	$(MPICXX) $(CXXFLAGS) $^ -o $@ -lgtest -lgtest_main $(LDLIBS)
 
@@ -272,7 +294,7 @@ FUZZ_FLAGS   := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address
                 -fno-sanitize-recover=undefined -std=c++20 -pthread -MMD -MP
 # The fuzz targets link objects, not the archive: one of onednn/ and noonednn/ (the lowering, no oneDNN).
 FUZZ_LIB_SRC := $(filter-out src/backend/cuda/% src/backend/nocuda/% $(ONEDNN_SRC),\
-                  $(filter src/core/% src/backend/% src/nn/% src/optim/% src/config/% src/data/% src/ckpt/%,\
+                  $(filter src/core/% src/backend/% src/nn/% src/optim/% src/config/% src/data/% src/ckpt/% src/text/%,\
                     $(shell find src -name '*.cpp' | sort))) $(shell find src/backend/nocuda -name '*.cpp' | sort)
 FUZZ_TOOL_SRC := $(filter-out data_tools/hpcdata.cpp,$(TOOL_SRC))
 FUZZ_OBJ     := $(patsubst %.cpp,$(FUZZ_BUILD)/obj/%.o,$(FUZZ_LIB_SRC) $(FUZZ_TOOL_SRC))

@@ -105,7 +105,7 @@ void DatasetWriter::write(const std::string& name, const void* data, DType dtype
   write_rows(name, 0, shape[0], data);
 }
 
-void DatasetWriter::create(const std::string& name, DType dtype, const Shape& shape) {
+void DatasetWriter::create(const std::string& name, DType dtype, const Shape& shape, bool unsigned_in_file) {
   HPC_ASSERT(!committed_ && file_.valid(), "DatasetWriter::create after commit");
   HPC_ASSERT(shape.rank() >= 1 && !open_.count(name), "DatasetWriter::create " + name);
   data::H5QuietErrors quiet;
@@ -118,9 +118,11 @@ void DatasetWriter::create(const std::string& name, DType dtype, const Shape& sh
   // written, so the fill value would only be written twice.
   H5Handle dcpl = H5Handle::plist(h5_check(H5Pcreate(H5P_DATASET_CREATE), what));
   h5_check(H5Pset_fill_time(dcpl.id(), H5D_FILL_TIME_NEVER), what);
-  H5Handle dset = H5Handle::dataset(h5_check(
-      H5Dcreate2(file_.id(), name.c_str(), file_type(dtype), space.id(), lcpl.id(), dcpl.id(), H5P_DEFAULT),
-      what));
+  H5Handle dset = H5Handle::dataset(
+      h5_check(H5Dcreate2(file_.id(), name.c_str(),
+                          unsigned_in_file && dtype == DType::I32 ? H5T_STD_U32LE : file_type(dtype),
+                          space.id(), lcpl.id(), dcpl.id(), H5P_DEFAULT),
+               what));
   open_.emplace(name, Open{std::move(dset), dtype, shape});
 }
 

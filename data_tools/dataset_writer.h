@@ -34,7 +34,9 @@ class DatasetWriter {
   void write(const std::string& name, const void* data, DType dtype, const Shape& shape);
   // The same in pieces, for data larger than memory: create() the dataset
   // (shape[0] rows), then write_rows() every row exactly once, in any order.
-  void create(const std::string& name, DType dtype, const Shape& shape);
+  // `unsigned_in_file`: I32 values stored as uint32 (token ids of vocabularies
+  // above 65,536; they are below 2^31, so the conversion is exact).
+  void create(const std::string& name, DType dtype, const Shape& shape, bool unsigned_in_file = false);
   void write_rows(const std::string& name, int64_t first, int64_t count, const void* data);
   // Scalar attributes on a dataset written before.
   void set_attr(const std::string& dataset, const std::string& attr, double value);

@@ -190,7 +190,7 @@ int inspect_file(const std::string& path) {
         // Windows depend on the model's context; the tokens themselves do not (context 1: any 2 tokens).
         data::TokenDataset ds(path, split, 1, data::OpenOptions{true, true});
         std::printf("%s: OK, %lld tokens (%s), vocabulary %lld from %s%s\n", split,
-                    static_cast<long long>(ds.num_tokens()), dtype_name(ds.token_dtype()),
+                    static_cast<long long>(ds.num_tokens()), data::token_type_name(ds.token_type()),
                     static_cast<long long>(ds.vocab()), ds.vocab_source().c_str(),
                     ds.tokenizer().empty() ? "" : (", tokenizer " + ds.tokenizer()).c_str());
         continue;

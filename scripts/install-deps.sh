@@ -18,11 +18,14 @@ packages=(
   libopenblas-dev                       # CPU GEMM
   libdnnl-dev                           # CPU convolutions (oneDNN; optional: im2col + GEMM without it)
   zlib1g-dev                            # gzipped MNIST IDX files, checkpoint CRC-32
+  libpcre2-dev libsentencepiece-dev     # tokenizers: pre-tokenizer regexes, SentencePiece .model files
+  nlohmann-json3-dev                    # JSON: tokenizer.json, config.json, the safetensors index
 )
 test_packages=(
   cmake                                 # ctest runs `make test`
   libgtest-dev                          # unit tests
   python3 python3-numpy python3-h5py    # cross-checks of files written by hpcdata
+  python3-sentencepiece                 # the SentencePiece reference ids (tests/e2e/tokenizer_sentencepiece.sh)
 )
 # Wanted but not everywhere (older Ubuntu has no libonnx-dev): installed when
 # the distribution has them, a warning otherwise; what needs them is skipped.

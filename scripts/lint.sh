@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # make lint: clang-format (check only), clang-tidy and cppcheck over every C++/CUDA
-# source in src/, kernels/, data_tools/, tests/ and bench/ that git tracks (and new
+# source in src/, kernels/, data_tools/, tests/, bench/ and plugins/ that git tracks (and new
 # ones it does not ignore), and pyflakes over every Python file (src/train/model.py,
 # the one export writes, included). Prints what it finds; exits 1 when anything is
 # found, 2 when a tool is missing, 0 when clean. Changes no source: `clang-format -i
@@ -38,7 +38,7 @@ done
 # Tracked files and new ones not ignored: a file someone just created is linted too.
 mapfile -t sources < <(git ls-files --cached --others --exclude-standard -- 'src/*.cpp' 'src/*.h' 'src/*.cu' \
   'src/*.cuh' 'kernels/*.h' 'kernels/*.cu' 'kernels/*.cuh' 'data_tools/*.cpp' 'data_tools/*.h' 'tests/*.cpp' \
-  'tests/*.h' 'bench/*.cpp' 'bench/*.h' | sort -u | while read -r f; do [ -f "$f" ] && echo "$f"; done)
+  'tests/*.h' 'bench/*.cpp' 'bench/*.h' 'plugins/*.cpp' | sort -u | while read -r f; do [ -f "$f" ] && echo "$f"; done)
 
 lint_format() {
   local t0=$SECONDS bad
@@ -103,7 +103,7 @@ lint_tidy() {
     # The Makefile's units, and those it does not build (tests/sanitizers, tests/cluster).
     mapfile -t units < <({
       grep -o '"file": "[^"]*"' "$build/compile_commands.json" | cut -d'"' -f4
-      printf '%s\n' "${sources[@]}" | grep -E '^(src|data_tools|tests|bench)/.*\.cpp$' | grep -v '^src/backend/cuda/'
+      printf '%s\n' "${sources[@]}" | grep -E '^(src|data_tools|tests|bench|plugins)/.*\.cpp$' | grep -v '^src/backend/cuda/'
     } | awk '!seen[$0]++')
     add_unbuilt_units "${units[@]}"
   fi

@@ -25,7 +25,7 @@ SplitFacts split_facts(const data::TokenDataset& d) {
   s.tokens = true;
   s.samples = d.num_tokens();
   s.sample_shape = "token";
-  s.dtype = dtype_name(d.token_dtype());
+  s.dtype = data::token_type_name(d.token_type());
   s.num_classes = d.vocab();
   s.mapped = d.mapped();
   for (const std::string& why : d.unmapped()) s.why_not += (s.why_not.empty() ? "" : "; ") + why;

@@ -13,7 +13,7 @@ source "$(dirname "$0")/lib.bash"
 cd "$ROOT"
 
 # ---- 1. dependencies point down ---------------------------------------------------
-order=(doctor train ckpt optim dist config nn data backend core)  # higher to lower; kernels below all
+order=(doctor train ckpt optim dist config nn text data backend core)  # higher to lower; kernels below all
 level() {
   local i
   for i in "${!order[@]}"; do [ "${order[$i]}" = "$1" ] && { echo "$i"; return; }; done
