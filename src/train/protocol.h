@@ -1,6 +1,7 @@
 // The messages the ranks exchange around a training step — the stop vote,
-// a save's outcome, the logging window, a resume's head — as structs of
-// named fields, and the one place that lays them out on the wire.
+// a save's outcome, the logging window, a resume's head, an evaluation's
+// batch sums — as structs of named fields, and the one place that lays them
+// out on the wire.
 //
 // A message lists its fields in order (`fields()`: member pointers), each a
 // double or an int64_t (counts, steps, rank sums, exit codes, flags: exact in
@@ -90,6 +91,17 @@ struct ResumeHead {
   }
 };
 
+// One evaluation batch's sums (evaluation.cpp): a row per batch in one table, filled by the rank that
+// ran the batch and summed over the ranks (each row has one non-zero contribution: exact).
+struct EvalBatchSums {
+  double loss_sum = 0, count = 0, correct1 = 0, correct5 = 0;
+  bool operator==(const EvalBatchSums&) const = default;
+  static constexpr auto fields() {
+    return std::tuple{&EvalBatchSums::loss_sum, &EvalBatchSums::count, &EvalBatchSums::correct1,
+                      &EvalBatchSums::correct5};
+  }
+};
+
 // Every rank's model at start-up (allgather): all must have built the same one.
 struct ModelFingerprint {
   int64_t params = 0;     // parameter count
@@ -115,6 +127,13 @@ Wire<M> pack(const M& m) {
   size_t i = 0;
   std::apply([&](auto... field) { ((w[i++] = static_cast<double>(m.*field)), ...); }, M::fields());
   return w;
+}
+
+// The same into w[0, wire_size<M>): a row of a larger table of messages.
+template <class M>
+void pack_into(const M& m, double* w) {
+  const Wire<M> packed = pack(m);
+  std::copy(packed.begin(), packed.end(), w);
 }
 
 template <class M>
@@ -166,10 +185,7 @@ void broadcast_rows(dist::Communicator& comm, std::vector<M>& rows, int root) {
   const int64_t n = int64_t(wire_size<M>), world = comm.size();
   Tensor all(Shape{n * world}, DType::F64);
   if (comm.rank() == root)
-    for (int64_t r = 0; r < world; ++r) {
-      const Wire<M> w = pack(rows[size_t(r)]);
-      std::copy(w.begin(), w.end(), all.data<double>() + r * n);
-    }
+    for (int64_t r = 0; r < world; ++r) pack_into(rows[size_t(r)], all.data<double>() + r * n);
   comm.broadcast(all, root);
   rows.clear();
   rows.reserve(static_cast<size_t>(world));

@@ -49,6 +49,15 @@ TEST(Protocol, LogWindowAndModelFingerprintRoundTrip) {
   EXPECT_EQ(round_trip(f), f);
 }
 
+TEST(Protocol, EvalBatchSumsRoundTripAsTableRows) {
+  std::vector<double> table(3 * wire_size<EvalBatchSums>, -1);
+  for (int b = 0; b < 3; ++b)
+    pack_into(EvalBatchSums{10.5 * b, 64.0 + b, 60.0 - b, 63.0}, table.data() + b * wire_size<EvalBatchSums>);
+  for (int b = 0; b < 3; ++b)
+    EXPECT_EQ(unpack<EvalBatchSums>(table.data() + b * wire_size<EvalBatchSums>),
+              (EvalBatchSums{10.5 * b, 64.0 + b, 60.0 - b, 63.0}));
+}
+
 TEST(Protocol, ResumeHeadRoundTrips) {
   ResumeHead h;
   h.found = 1, h.step = 2, h.optimizer_steps = 3, h.has_loss_scaling = 1, h.loss_scale = 32768;
