@@ -13,6 +13,7 @@
 .DEFAULT_GOAL := all
 
 BUILD      ?= build
+FUZZ_BUILD ?= build-fuzz
 MPICXX     ?= mpicxx
 CUDA_HOME  ?= /usr/local/cuda
 CUDA_ARCH  ?= 80 90
@@ -50,13 +51,13 @@ VERSION     := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 WARN     := -Wall -Wextra -Wno-restrict
 CPPFLAGS := -Isrc -I. $(MPI_CFLAGS) $(HDF5_CFLAGS) $(BLAS_CFLAGS) \
             -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1
-# The version strings go only into the two files that print them, so a new commit
-# does not change every object's command line (and ccache keeps its hits).
+# The version strings go into one file (config/version.cpp: hpctrain_version(),
+# hpctrain_commit()), so a new commit does not change every object's command line
+# (and ccache keeps its hits).
 VERSION_DEFS := -DHPCTRAIN_VERSION='"$(VERSION)"' -DHPCTRAIN_COMMIT='"$(GIT_COMMIT)"'
-VERSION_OBJS := $(BUILD)/obj/src/config/version.o $(BUILD)/obj/src/doctor/versions.o \
-  $(BUILD)/obj/data_tools/hpcdata.o $(BUILD)/obj/src/train/trainer_checkpoint.o
+VERSION_OBJS := $(BUILD)/obj/src/config/version.o $(FUZZ_BUILD)/obj/src/config/version.o
 $(VERSION_OBJS): CPPFLAGS += $(VERSION_DEFS)
-# ...and those files are rebuilt when the commit changes: the stamp is rewritten
+# ...and that file is rebuilt when the commit changes: the stamp is rewritten
 # only when its text differs, so an unchanged commit rebuilds nothing.
 $(VERSION_OBJS): $(BUILD)/version.stamp
 $(BUILD)/version.stamp: version-check
@@ -150,6 +151,15 @@ deps:
 	@scripts/install-deps.sh
 
 $(BUILD)/obj/src/train/export_onnx.o: CPPFLAGS += $(if $(ONNX_H),-DHPCTRAIN_ONNX=1 -DONNX_ML=1 -DONNX_NAMESPACE=onnx)
+
+# src/train/model.py (the model.py of `hpctrain export --format torch`) stays a Python file; its
+# text reaches model_py.cpp as a raw string literal made here (tests/e2e/model_py.sh checks
+# that the delimiter never occurs in it).
+$(BUILD)/gen/train/model_py.inc: src/train/model.py
+	@mkdir -p $(@D)
+	@{ printf 'R"HPCTRAIN_PY('; cat $<; printf ')HPCTRAIN_PY"\n'; } > $@
+$(BUILD)/obj/src/train/model_py.o: $(BUILD)/gen/train/model_py.inc
+$(BUILD)/obj/src/train/model_py.o: CPPFLAGS += -I$(BUILD)/gen
 
 $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(@D)
@@ -276,7 +286,6 @@ $(BUILD)/tests/sanitizers/%: $(BUILD)/obj/tests/sanitizers/%.o $(LIB)
 # instrumented for coverage, ASan and UBSan. `make test` replays every corpus and
 # regression input through the same target sources built by mpicxx with a plain main()
 # ($(BUILD)/tests/fuzz_replay_*; tests/e2e/fuzz_regress.sh), so it needs no clang.
-FUZZ_BUILD   ?= build-fuzz
 FUZZ_CXX     ?= clang++
 FUZZ_SECONDS ?= 30
 FUZZ_SEED    ?= 0

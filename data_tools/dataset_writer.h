@@ -1,4 +1,4 @@
-// DatasetWriter: writes an hpctrain dataset file (DESIGN.md "HDF5 layout")
+// DatasetWriter: writes an hpctrain dataset file (docs/data.md "HDF5 layout")
 // so that it can be memory-mapped and never exists half-written.
 //
 // - Datasets are contiguous (HDF5's default layout: no chunking, no filters),

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "config/config.h"
 #include "core/error.h"
 
 namespace {
@@ -354,7 +355,7 @@ int run(const std::vector<std::string>& args) {
     return 0;
   }
   if (cmd == "--version") {
-    std::printf("hpcdata %s (%s)\n", HPCTRAIN_VERSION, HPCTRAIN_COMMIT);
+    std::printf("hpcdata %s (%s)\n", hpc::hpctrain_version(), hpc::hpctrain_commit());
     return 0;
   }
   if (cmd == "pack") return cmd_pack(rest);

@@ -36,7 +36,7 @@ for arg in "$@"; do
   case "$arg" in
     --slurm) packages+=(slurm-wlm munge) ;;
     --bench) packages+=(python3-torch python3-matplotlib) ;;
-    --lint) packages+=(clang-format clang-tidy cppcheck) ;;
+    --lint) packages+=(clang-format clang-tidy cppcheck pyflakes3) ;;
     --fuzz) packages+=(clang libclang-rt-dev) ;;  # libFuzzer and clang's sanitizer runtimes
     --no-test) with_tests=0 ;;
     *) echo "install-deps.sh: unknown option $arg" >&2; exit 2 ;;

@@ -99,6 +99,14 @@ OptionSpec name_choice(std::string name, Access acc, const std::vector<std::stri
   return s;
 }
 
+// A model.spec replaces the preset: the preset's value is then without effect.
+OptionSpec unused_when_spec(OptionSpec s) {
+  s.unused = [](const Config& c) -> const char* {
+    return c.model.spec.empty() ? nullptr : "model.spec replaces it";
+  };
+  return s;
+}
+
 // An enum field: its values spelled as enum_names<E>() says, shown as "a|b|c".
 template <class Access>
 OptionSpec choice(std::string name, Access acc, std::string help) {
@@ -219,6 +227,16 @@ OptionSpec augment_option(OptionSpec s) {
   return s;
 }
 
+// An option of `hpctrain export` only, like doctor_only.
+OptionSpec export_only(OptionSpec s) {
+  s.in_file = false;
+  s.set = [inner = s.set](Config& c, const std::string& text) {
+    if (c.command != Command::Export) throw BadValue("only for 'hpctrain export'");
+    inner(c, text);
+  };
+  return s;
+}
+
 // An option of `hpctrain eval` and `predict` only, like doctor_only.
 OptionSpec eval_only(OptionSpec s) {
   s.in_file = false;
@@ -270,6 +288,9 @@ std::vector<OptionSpec> build_table() {
                        "export: torch (safetensors + model.py) | hf (Hugging Face GPT-2 layout: config.json "
                        "+ safetensors) | "
                        "onnx (model.onnx, opset 13, the inference graph)")),
+      export_only(flag("force", FIELD(eval.force),
+                       "export: write into a -o directory that already holds files (those of the same names "
+                       "are replaced, the others stay); --force alone means true")),
 
       text("data.path", FIELD(data.path), P::INPUT_FILE, "PATH",
            "HDF5 dataset with /train and optionally /val (needed by train and eval)"),
@@ -282,7 +303,8 @@ std::vector<OptionSpec> build_table() {
                           "training images: flip (horizontal, p = 1/2), crop:P (pad P, random crop); e.g. "
                           "\"flip, crop:4\"; none by default")),
 
-      name_choice("model.preset", FIELD(model.preset), nn::preset_names(), preset_help(), "NAME"),
+      unused_when_spec(
+          name_choice("model.preset", FIELD(model.preset), nn::preset_names(), preset_help(), "NAME")),
       text("model.spec", FIELD(model.spec), P::ANY_TEXT, "SPEC",
            "explicit layer spec, e.g. \"conv(32,3,pad=1) relu flatten linear(10)\"; overrides the preset"),
       int_list("model.hidden", FIELD(model.hidden), "mlp hidden layer widths"),

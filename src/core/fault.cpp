@@ -205,12 +205,6 @@ const char* fault_point_name(FaultPoint p) {
   return "?";
 }
 
-const char* fault_kind_name(FaultKind k) {
-  for (const KindName& n : KINDS)
-    if (n.kind == k) return n.name;
-  return "?";
-}
-
 std::vector<Fault> parse_faults(const char* value) {
   std::vector<Fault> out;
   if (value == nullptr || *value == '\0') return out;

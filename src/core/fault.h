@@ -163,8 +163,7 @@ int fault_at(FaultPoint point);
 // counts as no plan here; dist::Context reports it as every run does.
 bool fault_planned(FaultKind kind, FaultPoint point);
 
-// "ckpt_write", "enospc": the names used in HPCTRAIN_FAULT.
+// "ckpt_write": a point's name in HPCTRAIN_FAULT.
 const char* fault_point_name(FaultPoint point);
-const char* fault_kind_name(FaultKind kind);
 
 }  // namespace hpc

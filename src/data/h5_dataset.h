@@ -1,6 +1,6 @@
 // H5Dataset: one split ("train" or "val") of an hpctrain HDF5 dataset file.
 //
-// Layout (DESIGN.md "HDF5 layout"): /SPLIT/x is N × sample dims, float32 or
+// Layout (docs/data.md "HDF5 layout"): /SPLIT/x is N × sample dims, float32 or
 // uint8; a uint8 x carries float attributes scale, mean, std (defaults 1, 0,
 // 1) and a sample's value is (byte·scale − mean)/std. /SPLIT/y is N int32
 // class ids (classification) or N (× k) float32 targets (regression).

@@ -38,10 +38,13 @@ void write_file(const std::string& path, const std::string& bytes) {
   }
 }
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
+// model.py with `NAME = None` (a line of its own in the template) set to `value`.
+std::string set_line(std::string py, const std::string& name, const std::string& value) {
+  const std::string line = "\n" + name + " = None\n";
+  const size_t at = py.find(line);
+  HPC_ASSERT(at != std::string::npos && py.find(line, at + 1) == std::string::npos,
+             "model.py: no single line '" + name + " = None' to fill in");
+  return py.replace(at, line.size(), "\n" + name + " = " + value + "\n");
 }
 
 void export_torch(const ckpt::Checkpoint& c, const nn::Model& model, const std::string& dir) {
@@ -56,8 +59,8 @@ void export_torch(const ckpt::Checkpoint& c, const nn::Model& model, const std::
   write_file(dir + "/model.safetensors",
              safetensors_bytes(
                  arrays, {{"format", "pt"}, {"hpctrain_spec", c.spec}, {"step", std::to_string(c.step)}}));
-  std::string py = replace_all(torch_model_py(), "@SPEC@", json_quote(model.spec()));
-  write_file(dir + "/model.py", replace_all(py, "@INPUT_SHAPE@", shape));
+  const std::string py = set_line(torch_model_py(), "SPEC", json_quote(model.spec()));
+  write_file(dir + "/model.py", set_line(py, "INPUT_SHAPE", shape));
 }
 
 // config.json + model.safetensors as GPT2LMHeadModel.save_pretrained writes them (float32, lm_head tied).
@@ -116,6 +119,10 @@ int export_command(const Config& cfg) {
     if (!std::filesystem::is_directory(dir))
       throw UserError("option --out: cannot create the directory '" + dir + "'" +
                       (ec ? ": " + ec.message() : ""));
+    // Files of an earlier export (another format, another model) would sit beside the new ones.
+    if (!cfg.eval.force && !std::filesystem::is_empty(dir, ec))
+      throw UserError("option -o/--out: the directory '" + dir +
+                      "' already holds files: give a new or empty one, or --force to write into it");
     if (onnx) {
       write_file(dir + "/model.onnx", onnx_model);
       std::printf("export: %s (step %lld, %lld parameters) → %s/model.onnx (opset 13)\n",

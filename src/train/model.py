@@ -1,12 +1,3 @@
-// The model.py that `hpctrain export --format torch` writes (see export.h): plain
-// PyTorch modules for every hpctrain layer, built from the canonical spec.
-// @SPEC@ and @INPUT_SHAPE@ are filled in by the exporter.
-#include "train/export.h"
-
-namespace hpc::train {
-
-const char* torch_model_py() {
-  return R"PY(
 """PyTorch model of an hpctrain checkpoint, written by `hpctrain export --format torch`.
 
     import torch, model
@@ -32,8 +23,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-SPEC = @SPEC@
-INPUT_SHAPE = @INPUT_SHAPE@
+# `hpctrain export` writes these two lines' values (the model's canonical spec, and one
+# sample's shape without the batch dimension); in hpctrain's source they are None.
+SPEC = None
+INPUT_SHAPE = None
 
 
 def load_safetensors(path):
@@ -370,8 +363,7 @@ class Net(nn.Module):
 
 def build_model():
     """A plain nn.Module for SPEC; load the exported tensors with load_state_dict."""
+    if SPEC is None:
+        raise RuntimeError("model.py: SPEC is not set: this is hpctrain's template (src/train/model.py); "
+                           "`hpctrain export --format torch` writes a copy for a checkpoint")
     return Net(SPEC, INPUT_SHAPE)
-)PY";
-}
-
-}  // namespace hpc::train
