@@ -11,13 +11,14 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "image_folder.h"
 #include "pack.h"
 
 namespace hpc::data_tools {
 
 struct PackOptions {
-  std::string from;                     // mnist-idx | cifar10-bin | npy | csv | text
-  std::vector<std::string> inputs;      // DIR, or the input files
+  std::string from;                 // mnist-idx | cifar10-bin | npy | csv | text | tokens-bin | image-folder
+  std::vector<std::string> inputs;  // DIR, or the input files
   std::vector<std::string> val_inputs;  // --val: a separate validation input of the same kind
   std::string out;                      // output .h5
   bool force = false;
@@ -33,6 +34,7 @@ struct PackOptions {
   int64_t vocab = 50257;  // tokens-bin: ids must be below it (GPT-2's vocabulary)
   std::string tokenizer = "gpt2";  // tokens-bin: the tokenizer attribute
   std::string layout = "auto";     // tokens-bin: auto | raw (nanoGPT) | llmc (headered shards)
+  ImageFolderOptions images;  // image-folder: --store, --size, --max-side, --quality, --threads, --on-error
 };
 
 // hpcdata pack: checks the options, then reads the input with the format's

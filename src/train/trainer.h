@@ -160,6 +160,7 @@ class Trainer {
   // Loader threads gather batches ahead (data.workers, data.prefetch); declared
   // after the datasets and the sampler, so they stop before those go away.
   std::unique_ptr<data::Loader> train_loader_, val_loader_;
+  std::string loader_note_;  // decoded images: what the loader delivers (start-up report), else empty
   // Sums over the current logging window (this rank): loss, samples, correct, grad norm.
   double win_loss_ = 0, win_count_ = 0, win_correct_ = 0, last_grad_norm_ = 0, last_lr_ = 0;
   int64_t win_steps_ = 0;
