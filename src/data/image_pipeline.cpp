@@ -159,7 +159,9 @@ void ImagePipeline::decode_planar(const uint8_t* bytes, size_t n, const Augment*
                           : center_crop_box(h.height, h.width, size_);
   scratch.planar.resize(static_cast<size_t>(3 * size_ * size_));
   if (h.format == ImageFormat::Jpeg) {
-    const int scale = jpeg_scale_for(h.height, h.width, box, size_, size_);
+    // Training draws take the DCT scale; the validation view decodes at full size, so it is
+    // torchvision's eval transform (PIL's filter all the way) and not only close to it.
+    const int scale = augment ? jpeg_scale_for(h.height, h.width, box, size_, size_) : 8;
     const int64_t sh = jpeg_scaled_side(h.height, scale), sw = jpeg_scaled_side(h.width, scale);
     const double fy = double(sh) / double(h.height), fx = double(sw) / double(h.width);
     const ResampleAxis rows = bilinear_axis(sh, box.y0 * fy, box.y1 * fy, size_);

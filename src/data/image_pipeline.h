@@ -12,12 +12,16 @@
 // then CenterCrop(S) (256 → 224), mapped back onto the source, so only the
 // crop is resampled.
 //
-// Decoding. A JPEG is decoded at the smallest DCT scale n/8 at which the
-// box still has S pixels or more on both sides (a 400-pixel box for a 224
-// output decodes at 5/8), and only the rows and columns the filter reads
-// (image_codec.h). The box then goes through PIL's bilinear resampling
-// (image_resample.h). So a sample is a function of the stored bytes and
-// the box, on every machine.
+// Decoding. Only the rows and columns the filter reads are decoded
+// (image_codec.h), and for training draws at the smallest DCT scale n/8 at
+// which the box still has S pixels or more on both sides (a 400-pixel box
+// for a 224 output decodes at 5/8). The box then goes through PIL's
+// bilinear resampling (image_resample.h). A DCT-scaled decode averages
+// 8/n-pixel blocks where PIL's triangle filter would blur wider, so a
+// training crop is slightly sharper than torchvision's; the validation view
+// decodes at full size and is torchvision's eval transform to within a
+// grey level (tests/e2e/image_torchvision.sh). So a sample is a function of
+// the stored bytes and the box, on every machine.
 //
 // Draws. Every random number of a sample is kernels::random_uniform(seed,
 // IMAGE_STREAM, counter) with counter = ((epoch·2^40 + index)·64 + k): the
