@@ -64,26 +64,6 @@ std::optional<int64_t> int_attr(hid_t obj, const char* name, const std::string& 
   return static_cast<int64_t>(v);
 }
 
-// A list of variable-length strings (h5py writes a list of str so), or {} when absent.
-std::vector<std::string> string_list_attr(hid_t obj, const char* name) {
-  std::vector<std::string> out;
-  if (H5Aexists(obj, name) <= 0) return out;
-  H5Handle a = H5Handle::attr(H5Aopen(obj, name, H5P_DEFAULT));
-  H5Handle ft = H5Handle::type(H5Aget_type(a.id()));
-  H5Handle s = H5Handle::space(H5Aget_space(a.id()));
-  if (!a.valid() || !ft.valid() || H5Tget_class(ft.id()) != H5T_STRING || H5Tis_variable_str(ft.id()) <= 0)
-    return out;
-  const hssize_t n = H5Sget_simple_extent_npoints(s.id());
-  H5Handle mt = H5Handle::type(H5Tcopy(H5T_C_S1));
-  H5Tset_size(mt.id(), H5T_VARIABLE);
-  std::vector<char*> v(static_cast<size_t>(std::max<hssize_t>(n, 0)), nullptr);
-  if (n > 0 && H5Aread(a.id(), mt.id(), v.data()) >= 0) {
-    for (char* p : v) out.emplace_back(p ? p : "");
-    H5Dvlen_reclaim(mt.id(), s.id(), H5P_DEFAULT, v.data());
-  }
-  return out;
-}
-
 }  // namespace
 
 bool ImageDataset::is_image_file(const std::string& path) {
@@ -150,7 +130,7 @@ ImageDataset::ImageDataset(const std::string& path, const std::string& split, in
   y_ = open_class_labels(file.id(), split, info_.size, options.allow_mmap, file_what, info_);
   {
     H5Handle y = H5Handle::dataset(H5Dopen2(file.id(), ("/" + split + "/y").c_str(), H5P_DEFAULT));
-    if (y.valid()) classes_ = string_list_attr(y.id(), "classes");
+    if (y.valid()) classes_ = h5_string_list_attr(y.id(), "classes");
   }
   pipeline_ = std::make_unique<ImagePipeline>(
       side, std::array<double, 3>{info_.channel_mean[0], info_.channel_mean[1], info_.channel_mean[2]},

@@ -10,6 +10,8 @@
 #     labels and classes as torchvision's ImageFolder orders them;
 #  3. --store jpeg: the stored bytes are the files' bytes, the offsets index
 #     and attributes as documented, the datasets contiguous and aligned;
+#     repack keeps a raw file's per-channel statistics and class names and
+#     refuses a JPEG-store file (exit 2); inspect validates one;
 #  4. training with "random_resized_crop:24, flip, color_jitter:0.4": 2 ranks x 8
 #     == 1 rank x 16 (every draw a function of seed, epoch, sample), and a run
 #     stopped by SIGUSR1 and resumed is bitwise the uninterrupted one;
@@ -91,6 +93,17 @@ with h5py.File(jpeg, "r") as f:
     print("jpeg: the 41 stored images are the files' bytes; offsets and attributes as documented")
 PY
 pass "raw pixels equal PIL's; the jpeg store holds the files' own bytes"
+"$H" repack "$TMP/raw.h5" "$TMP/raw2.h5" >/dev/null || fail "repack of a raw image file"
+"$PYTHON" - "$TMP/raw.h5" "$TMP/raw2.h5" <<'EOF' || fail "repack lost pixels or attributes"
+import sys, h5py, numpy as np
+a, b = (h5py.File(p, "r") for p in sys.argv[1:])
+assert np.array_equal(a["train/x"][...], b["train/x"][...])
+assert np.array_equal(a["train/x"].attrs["mean"], b["train/x"].attrs["mean"])
+assert np.array_equal(a["train/x"].attrs["std"], b["train/x"].attrs["std"])
+assert list(a["train/y"].attrs["classes"]) == list(b["train/y"].attrs["classes"])
+EOF
+expect_exit 2 "holds encoded images \(/train/images\), which hpcdata pack --from image-folder writes contiguous already" \
+  "$H" repack "$TMP/jpeg.h5" "$TMP/jpeg2.h5"
 "$H" inspect "$TMP/jpeg.h5" >"$TMP/inspect.out" 2>&1 || { cat "$TMP/inspect.out"; fail "inspect"; }
 grep -q "^train: OK, 33 train images" "$TMP/inspect.out" || { cat "$TMP/inspect.out"; fail "inspect verdict"; }
 
