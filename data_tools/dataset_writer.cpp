@@ -243,6 +243,7 @@ void DatasetWriter::set_attr(const std::string& dataset, const std::string& attr
   h5_check(H5Tset_size(type.id(), H5T_VARIABLE), what);
   h5_check(H5Tset_cset(type.id(), H5T_CSET_UTF8), what);
   std::vector<const char*> ptrs;
+  ptrs.reserve(values.size());
   for (const std::string& v : values) ptrs.push_back(v.c_str());
   H5Handle a = H5Handle::attr(
       h5_check(H5Acreate2(obj.id(), attr.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT), what));

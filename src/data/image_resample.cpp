@@ -44,9 +44,11 @@ ResampleAxis bilinear_axis(int64_t in_size, double b0, double b1, int64_t out_si
   a.hi = 0;
   for (int64_t o = 0; o < out_size; ++o) {
     const double center = in0 + (static_cast<double>(o) + 0.5) * scale;
-    // C's truncating casts, as PIL rounds them.
-    const int64_t xmin = std::max<int64_t>(0, static_cast<int>(center - support + 0.5));
-    const int64_t xmax = std::min<int64_t>(in_size, static_cast<int>(center + support + 0.5)) - xmin;
+    // PIL rounds with C's truncating (int)(v + 0.5); floor is the same here: xmin is clamped at 0,
+    // and xmax's argument is positive.
+    const int64_t xmin = std::max<int64_t>(0, static_cast<int64_t>(std::floor(center - support + 0.5)));
+    const int64_t xmax =
+        std::min<int64_t>(in_size, static_cast<int64_t>(std::floor(center + support + 0.5))) - xmin;
     double sum = 0;
     for (int64_t x = 0; x < xmax; ++x) {
       k[static_cast<size_t>(x)] = triangle((static_cast<double>(x + xmin) - center + 0.5) * inv_filterscale);

@@ -30,7 +30,8 @@ BatchLayout image_layout(const Dataset& ds, int64_t rows) {
 
 std::unique_ptr<Loader> make_train_loader(const Dataset& ds, int64_t rows, LoaderOptions options,
                                           const Augment& augment, uint64_t seed,
-                                          std::function<int64_t(int64_t)> epoch_of, const std::string& what) {
+                                          const std::function<int64_t(int64_t)>& epoch_of,
+                                          const std::string& what) {
   if (const auto* images = dynamic_cast<const ImageDataset*>(&ds)) {
     if (augment.crop > 0)
       throw UserError("option --data.augment " + augment.str() +

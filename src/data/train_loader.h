@@ -30,7 +30,8 @@ namespace hpc::data {
 // `what`) when the augmentation does not fit the data.
 std::unique_ptr<Loader> make_train_loader(const Dataset& ds, int64_t rows, LoaderOptions options,
                                           const Augment& augment, uint64_t seed,
-                                          std::function<int64_t(int64_t)> epoch_of, const std::string& what);
+                                          const std::function<int64_t(int64_t)>& epoch_of,
+                                          const std::string& what);
 
 // What the loader can deliver, measured: samples/s on one thread.
 struct LoaderCapacity {

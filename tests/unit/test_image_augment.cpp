@@ -71,8 +71,8 @@ std::vector<CropBox> reference_boxes(const Augment& a) {
       int64_t w = W, h = H;
       if (r < a.ratio_lo) h = static_cast<int64_t>(std::nearbyint(double(w) / a.ratio_lo));
       if (r > a.ratio_hi) w = static_cast<int64_t>(std::nearbyint(double(h) * a.ratio_hi));
-      out.push_back(
-          {double((W - w) / 2), double((H - h) / 2), double((W - w) / 2 + w), double((H - h) / 2 + h)});
+      const int64_t left = (W - w) / 2, top = (H - h) / 2;  // torchvision's integer division
+      out.push_back({double(left), double(top), double(left + w), double(top + h)});
     }
   }
   return out;
@@ -101,6 +101,7 @@ double ratio(const CropBox& b) { return (b.x1 - b.x0) / (b.y1 - b.y0); }
 
 std::vector<double> map(const std::vector<CropBox>& v, double (*f)(const CropBox&)) {
   std::vector<double> out;
+  out.reserve(v.size());
   for (const CropBox& b : v) out.push_back(f(b));
   return out;
 }
@@ -192,7 +193,7 @@ TEST(ImageAugment, DrawsArePureFunctionsOfSeedEpochIndex) {
   Augment rrc_flip = rrc;
   rrc_flip.flip = true;
   hpc::data::ImageScratch scratch;
-  auto run = [&](const Augment* a, SampleKey k) {
+  auto run = [&](const Augment* a, const SampleKey& k) {
     std::vector<float> out(3 * 32 * 32);
     p.run(jpeg.data(), jpeg.size(), a, k, out.data(), scratch);
     return out;
