@@ -38,6 +38,9 @@ PCRE2_LIBS  := $(shell pkg-config --libs libpcre2-8 2>/dev/null)
 SPM_LIBS    := $(wildcard /usr/lib/*/libsentencepiece.so /usr/lib/libsentencepiece.so)
 JSON_H      := $(wildcard /usr/include/nlohmann/json.hpp)
 GTEST       := $(wildcard /usr/include/gtest/gtest.h)
+# Image folders (hpcdata pack --from image-folder, the loader's decoding): libjpeg-turbo's
+# libjpeg API and TurboJPEG, and libpng.
+IMAGE_LIBS  := $(and $(wildcard /usr/include/jpeglib.h),$(wildcard /usr/include/turbojpeg.h),$(shell pkg-config --exists libpng && echo png))
 HAVE_NVCC   := $(wildcard $(NVCC))
 # oneDNN (Debian libdnnl-dev): the CPU convolutions; without it they run on im2col + GEMM.
 DNNL_HOME   ?= /usr
@@ -69,7 +72,7 @@ version-check:
 # IEEE semantics change: no -ffast-math, results stay bitwise reproducible).
 CXXFLAGS ?= -O3 -g -fno-math-errno $(ARCH_FLAGS)
 CXXFLAGS += -std=c++20 -pthread $(WARN) -MMD -MP
-LDLIBS   := $(MPI_LIBS) $(HDF5_LIBS) $(BLAS_LIBS) -lboost_program_options -lz $(PCRE2_LIBS) -ldl -pthread
+LDLIBS   := $(MPI_LIBS) $(HDF5_LIBS) $(BLAS_LIBS) -lboost_program_options -lz $(PCRE2_LIBS) -lturbojpeg -ljpeg -lpng -ldl -pthread
 # ONNX export (hpctrain export --format onnx) with Debian's libonnx-dev, whose
 # generated headers need libprotobuf-dev; without them the build works and
 # that format is a one-line error. Only export_onnx.cpp sees the define.
@@ -131,7 +134,7 @@ all: check-deps summary $(BINS) $(TEST_BIN) $(MPI_TEST_BIN) $(BENCH_BIN)
 summary:
 	@echo "hpctrain $(VERSION) ($(GIT_COMMIT)) build summary:"
 	@echo "  $(call have,$(ONNX_H)) ONNX export (libonnx-dev + libprotobuf-dev)"
-	@echo "  $(call have,$(MPI_LIBS)) MPI ($(MPICXX))   $(call have,$(HDF5_LIBS)) HDF5   $(call have,$(BLAS_LIBS)) OpenBLAS   $(call have,$(BOOST_PO)) Boost.Program_options   $(call have,$(GTEST)) GoogleTest"
+	@echo "  $(call have,$(MPI_LIBS)) MPI ($(MPICXX))   $(call have,$(HDF5_LIBS)) HDF5   $(call have,$(BLAS_LIBS)) OpenBLAS   $(call have,$(BOOST_PO)) Boost.Program_options   $(call have,$(GTEST)) GoogleTest   $(call have,$(IMAGE_LIBS)) JPEG/PNG"
 	@echo "  $(call have,$(PCRE2_LIBS)) PCRE2   $(call have,$(SPM_LIBS)) SentencePiece   $(call have,$(JSON_H)) nlohmann-json (tokenizers)"
 	@echo "  $(if $(filter 1,$(CUDA)),✓ CUDA ($(NVCC), arch $(CUDA_ARCH)),✗ CUDA (CPU-only build))   ARCH_FLAGS=$(ARCH_FLAGS)"
 	@echo "  $(if $(filter 1,$(DNNL)),✓ oneDNN (CPU convolutions, large float32 GEMMs),✗ oneDNN (CPU convolutions on the im2col + GEMM fallback: install libdnnl-dev or run 'make deps'))"
@@ -146,6 +149,7 @@ check-deps:
 	@$(if $(PCRE2_LIBS),,echo "missing PCRE2: install libpcre2-dev (or run 'make deps')"; exit 2)
 	@$(if $(SPM_LIBS),,echo "missing SentencePiece: install libsentencepiece-dev (or run 'make deps')"; exit 2)
 	@$(if $(JSON_H),,echo "missing nlohmann-json: install nlohmann-json3-dev (or run 'make deps')"; exit 2)
+	@$(if $(IMAGE_LIBS),,echo "missing libjpeg-turbo or libpng: install libjpeg-dev libturbojpeg0-dev libpng-dev (or run 'make deps')"; exit 2)
 
 deps:
 	@scripts/install-deps.sh

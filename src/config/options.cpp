@@ -317,12 +317,16 @@ std::vector<OptionSpec> build_table() {
                    "batch-norm statistics over all ranks (auto: when there is more than one)"),
       number("model.layers", FIELD(model.layers), NON_NEGATIVE, "gpt: transformer blocks (0: the preset's)"),
       number("model.heads", FIELD(model.heads), NON_NEGATIVE, "gpt: attention heads (0: the preset's)"),
-      number("model.width", FIELD(model.width), NON_NEGATIVE, "gpt: embedding width (0: the preset's)"),
+      number("model.width", FIELD(model.width), NON_NEGATIVE,
+             "gpt: embedding width; resnet50: the first stage's width, 64 (0: the preset's)"),
       number("model.context", FIELD(model.context), NON_NEGATIVE,
              "gpt: tokens per training window (0: the preset's)"),
       number("model.vocab", FIELD(model.vocab), NON_NEGATIVE, "gpt: vocabulary size (0: the preset's)"),
       flag("model.recompute", FIELD(model.recompute),
            "gpt: recompute block activations in backward to save memory"),
+      flag("model.zero_init_residual", FIELD(model.zero_init_residual),
+           "resnet20/resnet50: start each residual branch's last bn at gamma = 0 (the block starts as the "
+           "identity)"),
 
       choice("optim.name", FIELD(optim.name), "optimizer"),
       number("optim.lr", FIELD(optim.lr), POSITIVE, "peak learning rate (after warmup, before lr_scaling)"),

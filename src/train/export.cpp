@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "ckpt/checkpoint.h"
@@ -15,6 +16,7 @@
 #include "train/hf_layout.h"
 #include "train/metrics.h"
 #include "train/safetensors.h"
+#include "train/torchvision_layout.h"
 
 namespace hpc::train {
 
@@ -61,6 +63,34 @@ void export_torch(const ckpt::Checkpoint& c, const nn::Model& model, const std::
                  arrays, {{"format", "pt"}, {"hpctrain_spec", c.spec}, {"step", std::to_string(c.step)}}));
   const std::string py = set_line(torch_model_py(), "SPEC", json_quote(model.spec()));
   write_file(dir + "/model.py", set_line(py, "INPUT_SHAPE", shape));
+}
+
+// A ResNet in torchvision's layout also gets torchvision.safetensors: its tensors under
+// torchvision.models.resnet*'s state_dict names (num_batches_tracked 0), so
+// resnet50(num_classes=K).load_state_dict() takes the file as it is. False for other models.
+bool export_torchvision(const ckpt::Checkpoint& c, const nn::Model& model, const std::string& dir) {
+  const std::map<std::string, std::string> names = torchvision_resnet_names(model);
+  if (names.empty()) return false;
+  std::map<std::string, const float*> data;
+  for (const nn::ParamInfo& p : model.param_info()) data[p.name] = c.params.data<float>() + p.offset;
+  for (const ckpt::NamedTensor& b : c.buffers) data[b.name] = b.value.data<float>();
+  std::vector<NamedArray> arrays;
+  static const float ZERO = 0;
+  for (const nn::ParamInfo& p : model.param_info()) {
+    arrays.push_back({names.at(p.name), p.shape, data.at(p.name)});
+    const std::string& tv = names.at(p.name);
+    if (tv.size() > 7 && tv.compare(tv.size() - 7, 7, ".weight") == 0 && p.shape.rank() == 1) {  // a bn
+      const std::string hp = p.name.substr(0, p.name.rfind('.') + 1), mod = tv.substr(0, tv.size() - 6);
+      for (const char* b : {"running_mean", "running_var"}) {
+        auto it = data.find(hp + b);
+        if (it == data.end()) return false;
+        arrays.push_back({mod + b, p.shape, it->second});
+      }
+      arrays.push_back({mod + "num_batches_tracked", Shape{}, &ZERO});
+    }
+  }
+  write_file(dir + "/torchvision.safetensors", safetensors_bytes(arrays, {{"format", "pt"}}));
+  return true;
 }
 
 // config.json + model.safetensors as GPT2LMHeadModel.save_pretrained writes them (float32, lm_head tied).
@@ -134,10 +164,13 @@ int export_command(const Config& cfg) {
       export_hf(c, model, dir, "export --format hf of checkpoint '" + cfg.checkpoint + "'");
     else
       export_torch(c, model, dir);
-    std::printf("export: %s (step %lld, %lld parameters) → %s/model.safetensors, %s/%s\n",
+    const std::string torchvision = !hf && export_torchvision(c, model, dir)
+                                        ? ", " + dir + "/torchvision.safetensors (torchvision names)"
+                                        : "";
+    std::printf("export: %s (step %lld, %lld parameters) → %s/model.safetensors, %s/%s%s\n",
                 cfg.checkpoint.c_str(), static_cast<long long>(c.step),
                 static_cast<long long>(c.num_params()), dir.c_str(), dir.c_str(),
-                hf ? "config.json (Hugging Face GPT-2 layout)" : "model.py");
+                hf ? "config.json (Hugging Face GPT-2 layout)" : "model.py", torchvision.c_str());
     return EXIT_OK;
   } catch (const Error& e) {
     std::fprintf(stderr, "hpctrain: error: %s\n", e.what());

@@ -167,13 +167,13 @@ class Activation(nn.Module):
 
 
 class Pool(nn.Module):
-    def __init__(self, kind, k, stride):
+    def __init__(self, kind, k, stride, pad=0):
         super().__init__()
-        self.kind, self.k, self.stride = kind, k, stride
+        self.kind, self.k, self.stride, self.pad = kind, k, stride, pad
 
     def forward(self, x):
         if self.kind == "maxpool":
-            return F.max_pool2d(x, self.k, self.stride)
+            return F.max_pool2d(x, self.k, self.stride, self.pad)
         return F.avg_pool2d(x, self.k, self.stride)
 
 
@@ -297,8 +297,9 @@ def make(layer, shape, embedding):
         return Activation(name), shape
     if name in ("maxpool", "avgpool"):
         k = int(p[0])
-        s = int(n.get("stride", k))
-        return Pool(name, k, s), (shape[0], (shape[1] - k) // s + 1, (shape[2] - k) // s + 1)
+        s, pad = int(n.get("stride", k)), int(n.get("pad", 0))
+        h, w = (shape[1] + 2 * pad - k) // s + 1, (shape[2] + 2 * pad - k) // s + 1
+        return Pool(name, k, s, pad), (shape[0], h, w)
     if name == "gap":
         return GlobalAvgPool(), (shape[0],)
     if name == "flatten":

@@ -16,6 +16,7 @@
 #include "backend/device.h"
 #include "core/error.h"
 #include "data/augment.h"
+#include "data/train_loader.h"
 #include "dist/devices.h"
 #include "train/device_choice.h"
 #include "train/model_init.h"
@@ -178,19 +179,15 @@ void Trainer::start_loaders() {
   upload_ = std::make_unique<BatchUpload>(device_, model_->dtype(), model_->input_dtype());
   const data::LoaderOptions options{cfg_.data.workers, cfg_.data.prefetch,
                                     BatchUpload::host_allocator(device_)};
-  train_loader_ = std::make_unique<data::Loader>(*data_.train, micro_batch_, options);
   const data::Augment augment = data::parse_augment(cfg_.data.augment);
-  if (augment.any()) {
-    const data::SplitInfo& info = data_.train->info();
-    data::check_augment(augment, info.sample_shape, "data file '" + cfg_.data.path + "': /train");
-    // The padding is what a raw 0 becomes (uint8 data are normalised while gathered).
-    const float pad = info.x_dtype == DType::U8 ? static_cast<float>(-info.mean / info.std) : 0.0f;
-    const int64_t accum = cfg_.train.accum_steps;
-    train_loader_->set_transform(
-        [this, augment, pad, accum](int64_t item, const int64_t* idx, int64_t n, const Tensor& x) {
-          data::augment_batch(augment, x, idx, n, cfg_.train.seed, item / accum / steps_per_epoch_, pad);
-        });
-  }
+  const int64_t accum = cfg_.train.accum_steps;
+  train_loader_ = data::make_train_loader(
+      *data_.train, micro_batch_, options, augment, cfg_.train.seed,
+      [this, accum](int64_t item) { return item / accum / steps_per_epoch_; },
+      "data file '" + cfg_.data.path + "': /train");
+  // Decoded images: what the loader can deliver against a step's batch, for the start-up report.
+  loader_note_ = data::loader_capacity_line(data::measure_loader(*data_.train, augment, cfg_.train.seed),
+                                            cfg_.data.workers, micro_batch_ * accum);
   if (data_.val) val_loader_ = std::make_unique<data::Loader>(*data_.val, micro_batch_, options);
 }
 

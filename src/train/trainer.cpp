@@ -65,6 +65,7 @@ void Trainer::print_header() {
               cfg_.data.prefetch, train_loader_->allocator_name(),
               data_.train->mapped() ? "data memory-mapped" : "data read with H5Dread");
   if (!cfg_.data.augment.empty()) std::printf(", augment: %s", cfg_.data.augment.c_str());
+  if (!loader_note_.empty()) std::printf("\n%s", loader_note_.c_str());
   const std::string advice = data::mmap_advice({data_.train.get(), data_.val.get()});
   if (!advice.empty()) std::printf("\n%s", advice.c_str());
   std::printf("\nmodel: %s\n%s", model_->spec().c_str(), model_->summary().c_str());

@@ -192,6 +192,7 @@ class Trainer {
   // Loader threads gather batches ahead (data.workers, data.prefetch); declared
   // after the datasets and the sampler, so they stop before those go away.
   std::unique_ptr<data::Loader> train_loader_, val_loader_;
+  std::string loader_note_;  // decoded images: what the loader delivers (start-up report), else empty
   // This rank's open logging window (its step field unused), and the last step's numbers.
   LogWindowSums window_;
   StepTimes window_times_;
