@@ -430,7 +430,7 @@ def main():
 
 def write_report(args, models, training, gpt, mlp, allreduce_text, gloo_text, loader, wait, started, llama=None,
                  kv=None):
-    lines = [f"# hpctrain benchmarks", "", f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
+    lines = ["# hpctrain benchmarks", "", f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
              f"- machine: {machine()}", f"- mode: {'quick' if args.quick else 'full'}", f"- {args.blas_note}", "",
              "```", versions(args.build),
              "```", ""]

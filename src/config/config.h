@@ -164,6 +164,7 @@ struct EvalConfig {
   std::string
       out;  // eval: the eval.json path (default: beside the checkpoint); predict: preds.h5; export: DIR
   ExportFormat format = ExportFormat::Torch;  // export
+  bool force = false;                         // export: write into a directory that already holds files
 };
 
 struct Config {
@@ -197,7 +198,10 @@ std::string to_ini(const Config& cfg);
 
 // Human-readable version block: hpctrain version and commit, and every library it was built with.
 std::string version_report();
-// "0.1.0 (commit abc123)": what file formats name as their producer.
-std::string hpctrain_version();
+// hpctrain's version (the VERSION file) and the commit it was built from ("unknown" outside a git
+// checkout). The Makefile defines them for config/version.cpp alone, so that a new commit recompiles
+// one file; everything that prints or stores them asks these.
+const char* hpctrain_version();
+const char* hpctrain_commit();
 
 }  // namespace hpc

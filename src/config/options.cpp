@@ -99,6 +99,14 @@ OptionSpec name_choice(std::string name, Access acc, const std::vector<std::stri
   return s;
 }
 
+// A model.spec replaces the preset: the preset's value is then without effect.
+OptionSpec unused_when_spec(OptionSpec s) {
+  s.unused = [](const Config& c) -> const char* {
+    return c.model.spec.empty() ? nullptr : "model.spec replaces it";
+  };
+  return s;
+}
+
 // An enum field: its values spelled as enum_names<E>() says, shown as "a|b|c".
 template <class Access>
 OptionSpec choice(std::string name, Access acc, std::string help) {
@@ -293,6 +301,9 @@ std::vector<OptionSpec> build_table() {
       eval_only(choice("format", FIELD(eval.format),
                        "export: torch (safetensors + model.py) | hf (Hugging Face GPT-2 or Llama layout: "
                        "config.json + safetensors) | onnx (model.onnx, opset 17, the inference graph)")),
+      export_only(flag("force", FIELD(eval.force),
+                       "export: write into a -o directory that already holds files (those of the same names "
+                       "are replaced, the others stay); --force alone means true")),
 
       text("data.path", FIELD(data.path), P::INPUT_FILE, "PATH",
            "HDF5 dataset with /train and optionally /val (needed by train and eval)"),
@@ -305,7 +316,8 @@ std::vector<OptionSpec> build_table() {
                           "training images: flip (horizontal, p = 1/2), crop:P (pad P, random crop); e.g. "
                           "\"flip, crop:4\"; none by default")),
 
-      name_choice("model.preset", FIELD(model.preset), nn::preset_names(), preset_help(), "NAME"),
+      unused_when_spec(
+          name_choice("model.preset", FIELD(model.preset), nn::preset_names(), preset_help(), "NAME")),
       text("model.spec", FIELD(model.spec), P::ANY_TEXT, "SPEC",
            "explicit layer spec, e.g. \"conv(32,3,pad=1) relu flatten linear(10)\"; overrides the preset"),
       int_list("model.hidden", FIELD(model.hidden), "mlp hidden layer widths"),
@@ -322,7 +334,8 @@ std::vector<OptionSpec> build_table() {
       number("model.heads", FIELD(model.heads), NON_NEGATIVE, "gpt/llama: attention heads (0: the preset's)"),
       number("model.kv_heads", FIELD(model.kv_heads), NON_NEGATIVE,
              "gpt/llama: key/value heads, heads a multiple of them; 1 = multi-query (0: the preset's)"),
-      number("model.width", FIELD(model.width), NON_NEGATIVE, "gpt/llama: embedding width (0: the preset's)"),
+      number("model.width", FIELD(model.width), NON_NEGATIVE,
+             "gpt/llama: embedding width; resnet50: the first stage's width, 64 (0: the preset's)"),
       number("model.ffn", FIELD(model.ffn), NON_NEGATIVE,
              "gpt/llama: MLP width (0: the preset's; GPT 4 × width)"),
       number("model.context", FIELD(model.context), NON_NEGATIVE,
@@ -330,6 +343,9 @@ std::vector<OptionSpec> build_table() {
       number("model.vocab", FIELD(model.vocab), NON_NEGATIVE, "gpt/llama: vocabulary size (0: the preset's)"),
       flag("model.recompute", FIELD(model.recompute),
            "gpt/llama: recompute block activations in backward to save memory"),
+      flag("model.zero_init_residual", FIELD(model.zero_init_residual),
+           "resnet20/resnet50: start each residual branch's last bn at gamma = 0 (the block starts as the "
+           "identity)"),
 
       choice("optim.name", FIELD(optim.name), "optimizer"),
       number("optim.lr", FIELD(optim.lr), POSITIVE, "peak learning rate (after warmup, before lr_scaling)"),

@@ -53,8 +53,6 @@ class Context {
   bool is_root() const { return info_.rank == 0; }
   // Host and pid of every rank (for hang reports).
   const std::vector<PeerInfo>& peers() const { return peers_; }
-  // The MPI thread level MPI_Init_thread provided.
-  int thread_level() const { return thread_level_; }
   double timeout() const { return cfg_.timeout; }
 
   // The communicator for host buffers (MPI over MPI_COMM_WORLD, or SelfComm for one process).

@@ -1,6 +1,6 @@
 // A model: a sequence of layers whose parameters all live in ONE flat
 // parameter buffer and whose gradients live in ONE flat gradient buffer with
-// the same layout (DESIGN.md). That makes the start-up broadcast one call,
+// the same layout. That makes the start-up broadcast one call,
 // gradient buckets contiguous slices, checkpoints one dataset, and the
 // optimizer one fused loop.
 //

@@ -121,7 +121,7 @@ std::vector<LayerArgs> parse_spec(const std::string& text) { return SpecParser(t
 
 const std::vector<std::string>& preset_names() {
   static const std::vector<std::string> names = {
-      "simplenet", "mlp",       "lenet5",     "cnn",         "resnet20",       "gpt-tiny",
+      "simplenet", "mlp",       "lenet5",     "cnn",         "resnet20",       "resnet50",   "gpt-tiny",
       "gpt-small", "gpt2-124m", "llama-tiny", "llama-small", "tinyllama-1.1b", "llama3.2-1b"};
   return names;
 }
@@ -200,6 +200,28 @@ std::string lm_spec(const PresetOptions& m, int64_t num_classes) {
   return s.str();
 }
 
+// ResNet-50 (He et al. 2016) in torchvision's layout ("v1.5": a bottleneck's
+// stride is on its 3x3 conv): a 7x7/2 conv and a 3x3/2 max pool, then 3, 4,
+// 6 and 3 bottleneck blocks of width W, 2W, 4W, 8W (1x1 → 3x3 → 1x1 to 4
+// times the width), a projection shortcut (1x1 conv, bn) wherever a block
+// changes the shape, global average pooling, a linear classifier. W = 64 is
+// torchvision's resnet50 (25.6M parameters with 1000 classes).
+std::string resnet50_spec(int64_t width, bool zero_init_residual, int64_t num_classes) {
+  std::ostringstream s;
+  s << "conv(" << width << ",7,stride=2,pad=3,bias=0) bn relu maxpool(3,stride=2,pad=1)";
+  const int blocks[4] = {3, 4, 6, 3};
+  for (int stage = 0; stage < 4; ++stage)
+    for (int b = 0; b < blocks[stage]; ++b) {
+      const int64_t planes = width << stage;
+      const int stride = stage > 0 && b == 0 ? 2 : 1;
+      s << " res(conv(" << planes << ",1,bias=0) bn relu conv(" << planes << ",3,stride=" << stride
+        << ",pad=1,bias=0) bn relu conv(" << 4 * planes << ",1,bias=0) "
+        << (zero_init_residual ? "bn(gamma=0)" : "bn") << ") relu";
+    }
+  s << " gap linear(" << num_classes << ")";
+  return s.str();
+}
+
 }  // namespace
 
 bool is_language_preset(const std::string& preset) {
@@ -216,17 +238,28 @@ int64_t spec_context(const std::vector<LayerArgs>& layers) {
 
 std::string preset_spec(const PresetOptions& model, int64_t num_classes) {
   if (is_language_preset(model.preset)) return lm_spec(model, num_classes);
+  const bool resnet50 = model.preset == "resnet50";
   for (auto [value, name] :
        {std::pair{model.layers, "layers"}, std::pair{model.heads, "heads"},
-        std::pair{model.kv_heads, "kv_heads"}, std::pair{model.width, "width"}, std::pair{model.ffn, "ffn"},
-        std::pair{model.context, "context"}, std::pair{model.vocab, "vocab"}})
+        std::pair{model.kv_heads, "kv_heads"}, std::pair{resnet50 ? 0 : model.width, "width"},
+        std::pair{model.ffn, "ffn"}, std::pair{model.context, "context"}, std::pair{model.vocab, "vocab"}})
     if (value != 0)
-      throw UserError(std::string("model.") + name +
-                      " applies to the language-model presets only, not to model.preset " + model.preset);
+      throw UserError(std::string("model.") + name + " applies to the language-model presets" +
+                      (std::string(name) == "width" ? " and resnet50" : "") + " only, not to model.preset " +
+                      model.preset);
   if (model.recompute)
     throw UserError("model.recompute applies to the language-model presets only, not to model.preset " +
                     model.preset);
-  return preset_spec(model.preset, model.hidden, num_classes);
+  if (model.zero_init_residual && model.preset != "resnet20" && !resnet50)
+    throw UserError("model.zero_init_residual applies to resnet20 and resnet50 only, not to model.preset " +
+                    model.preset);
+  if (resnet50)
+    return resnet50_spec(model.width > 0 ? model.width : 64, model.zero_init_residual, num_classes);
+  std::string spec = preset_spec(model.preset, model.hidden, num_classes);
+  if (model.zero_init_residual)  // resnet20: the second bn of every basic block
+    for (size_t at = spec.find("bn) relu"); at != std::string::npos; at = spec.find("bn) relu", at + 20))
+      spec.replace(at, 2, "bn(gamma=0)");
+  return spec;
 }
 
 std::string preset_spec(const std::string& preset, const std::vector<int>& hidden, int64_t num_classes) {
@@ -260,6 +293,8 @@ std::string preset_spec(const std::string& preset, const std::vector<int>& hidde
     for (int stage = 0; stage < 3; ++stage)
       for (int b = 0; b < 3; ++b) block(16 << stage, (stage > 0 && b == 0) ? 2 : 1);
     s << " gap linear(" << k << ")";
+  } else if (preset == "resnet50") {
+    return resnet50_spec(64, false, num_classes);
   } else {
     std::string known;
     for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;

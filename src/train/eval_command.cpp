@@ -262,7 +262,7 @@ class EvalSession {
     in.rows = rows_;
     in.seed = run_.train.seed;
     const data::SplitInfo& info = split().info();
-    in.top5 = info.classification && info.num_classes >= 10;
+    in.top5 = data_.task.counts_top5(info);
     if (ctx_.is_root())
       std::printf("%s: %s (step %lld) on %s /%s: %lld %s, batch %lld, %d rank(s), %s\n",
                   name_of(cfg_.command), ckpt_.path.c_str(), static_cast<long long>(ckpt_.step),

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "core/error.h"
@@ -13,16 +14,20 @@
 #include "train/hf_layout.h"
 #include "train/metrics.h"
 #include "train/model_source.h"
+#include "train/torchvision_layout.h"
 #include "train/weight_files.h"
 
 namespace hpc::train {
 
 namespace {
 
-std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
+// model.py with `NAME = None` (a line of its own in the template) set to `value`.
+std::string set_line(std::string py, const std::string& name, const std::string& value) {
+  const std::string line = "\n" + name + " = None\n";
+  const size_t at = py.find(line);
+  HPC_ASSERT(at != std::string::npos && py.find(line, at + 1) == std::string::npos,
+             "model.py: no single line '" + name + " = None' to fill in");
+  return py.replace(at, line.size(), "\n" + name + " = " + value + "\n");
 }
 
 // --dtype: auto is the dtype the model was trained in (a checkpoint's
@@ -53,8 +58,36 @@ void export_torch(const ModelSource& src, const nn::Model& model, const std::str
                      {"hpctrain_input_shape", shape_text(src.input_shape)},
                      {"step", std::to_string(src.step)}},
                     dtype);
-  std::string py = replace_all(torch_model_py(), "@SPEC@", json_quote(model.spec()));
-  write_text_file(dir + "/model.py", replace_all(py, "@INPUT_SHAPE@", shape_text(src.input_shape)));
+  const std::string py = set_line(torch_model_py(), "SPEC", json_quote(model.spec()));
+  write_text_file(dir + "/model.py", set_line(py, "INPUT_SHAPE", shape_text(src.input_shape)));
+}
+
+// A ResNet in torchvision's layout also gets torchvision.safetensors: its tensors under
+// torchvision.models.resnet*'s state_dict names (num_batches_tracked 0), so
+// resnet50(num_classes=K).load_state_dict() takes the file as it is. False for other models.
+bool export_torchvision(const ModelSource& src, const nn::Model& model, const std::string& dir, DType dtype) {
+  const std::map<std::string, std::string> names = torchvision_resnet_names(model);
+  if (names.empty()) return false;
+  std::map<std::string, const float*> data;
+  for (const nn::ParamInfo& p : model.param_info()) data[p.name] = src.params.data<float>() + p.offset;
+  for (const ckpt::NamedTensor& b : src.buffers) data[b.name] = b.value.data<float>();
+  std::vector<NamedArray> arrays;
+  static const float ZERO = 0;
+  for (const nn::ParamInfo& p : model.param_info()) {
+    arrays.push_back({names.at(p.name), p.shape, data.at(p.name)});
+    const std::string& tv = names.at(p.name);
+    if (tv.size() > 7 && tv.compare(tv.size() - 7, 7, ".weight") == 0 && p.shape.rank() == 1) {  // a bn
+      const std::string hp = p.name.substr(0, p.name.rfind('.') + 1), mod = tv.substr(0, tv.size() - 6);
+      for (const char* b : {"running_mean", "running_var"}) {
+        auto it = data.find(hp + b);
+        if (it == data.end()) return false;
+        arrays.push_back({mod + b, p.shape, it->second});
+      }
+      arrays.push_back({mod + "num_batches_tracked", Shape{}, &ZERO});
+    }
+  }
+  write_safetensors(dir + "/torchvision.safetensors", arrays, {{"format", "pt"}}, dtype);
+  return true;
 }
 
 // config.json and the weights as GPT2LMHeadModel's / LlamaForCausalLM's
@@ -155,6 +188,10 @@ int export_command(const Config& cfg) {
     if (!std::filesystem::is_directory(dir))
       throw UserError("option --out: cannot create the directory '" + dir + "'" +
                       (ec ? ": " + ec.message() : ""));
+    // Files of an earlier export (another format, another model) would sit beside the new ones.
+    if (!cfg.eval.force && !std::filesystem::is_empty(dir, ec))
+      throw UserError("option -o/--out: the directory '" + dir +
+                      "' already holds files: give a new or empty one, or --force to write into it");
     std::string written;
     if (onnx) {
       write_text_file(dir + "/model.onnx", onnx_model);
@@ -170,6 +207,8 @@ int export_command(const Config& cfg) {
     } else {
       export_torch(src, model, dir, dtype);
       written = dir + "/model.safetensors, " + dir + "/model.py (" + torch_dtype_name(dtype) + ")";
+      if (export_torchvision(src, model, dir, dtype))
+        written += ", " + dir + "/torchvision.safetensors (torchvision names)";
     }
     std::printf("export: %s (step %lld, %lld parameters) → %s\n", src.path.c_str(),
                 static_cast<long long>(src.step), static_cast<long long>(src.num_params()), written.c_str());

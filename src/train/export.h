@@ -44,7 +44,7 @@ struct ModelSource;
 
 int export_command(const Config& cfg);
 
-// model.py's text with @SPEC@ and @INPUT_SHAPE@ still in it (export_model_py.cpp).
+// src/train/model.py as it is in the source, SPEC and INPUT_SHAPE None (model_py.cpp).
 const char* torch_model_py();
 
 // --format onnx (export_onnx.cpp): the serialised ONNX model of `src`; UserError

@@ -122,11 +122,13 @@ class Emitter {
     }
     if (k == "maxpool" || k == "avgpool") {
       const int64_t kk = static_cast<int64_t>(a.positional.at(0)),
-                    s = static_cast<int64_t>(num("stride", double(kk)));
-      shape = Shape{shape[0], (shape[1] - kk) / s + 1, (shape[2] - kk) / s + 1};
+                    s = static_cast<int64_t>(num("stride", double(kk))),
+                    p = static_cast<int64_t>(num("pad", 0));
+      shape = Shape{shape[0], (shape[1] + 2 * p - kk) / s + 1, (shape[2] + 2 * p - kk) / s + 1};
       return node(k == "maxpool" ? "MaxPool" : "AveragePool", {x}, [&](onnx::NodeProto* n) {
         attr_is(n, "kernel_shape", {kk, kk});
         attr_is(n, "strides", {s, s});
+        if (p > 0) attr_is(n, "pads", {p, p, p, p});
       });
     }
     if (k == "res") {

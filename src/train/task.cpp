@@ -5,6 +5,8 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "data/augment.h"
+#include "data/image_dataset.h"
 #include "data/token_dataset.h"
 #include "nn/spec.h"
 #include "train/model_init.h"
@@ -70,9 +72,17 @@ RunData open_run_data(const Config& cfg) {
       throw UserError(
           "model.preset " + cfg.model.preset + " is a language model, but data file '" + path +
           "' holds no /train/tokens: make one with `hpcdata pack --from text FILE... -o text.h5`");
-    d.train = std::make_unique<data::H5Dataset>(path, "train", open);
-    if (data::H5Dataset::has_split(val_path, "val"))
-      d.val = std::make_unique<data::H5Dataset>(val_path, "val", open);
+    if (data::ImageDataset::is_image_file(path)) {
+      // Encoded images: decoded to random_resized_crop's size, else the file's.
+      const int64_t side = data::parse_augment(cfg.data.augment).resized_crop;
+      d.train = std::make_unique<data::ImageDataset>(path, "train", side, open);
+      if (data::ImageDataset::has_split(val_path, "val"))
+        d.val = std::make_unique<data::ImageDataset>(val_path, "val", d.train->info().sample_shape[1], open);
+    } else {
+      d.train = std::make_unique<data::H5Dataset>(path, "train", open);
+      if (data::H5Dataset::has_split(val_path, "val"))
+        d.val = std::make_unique<data::H5Dataset>(val_path, "val", open);
+    }
     task.kind_ = d.train->info().classification ? Task::Kind::Classification : Task::Kind::Regression;
   }
   if (d.val) check_validation_split(*d.train, *d.val);

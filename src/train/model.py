@@ -1,12 +1,3 @@
-// The model.py that `hpctrain export --format torch` writes (see export.h): plain
-// PyTorch modules for every hpctrain layer, built from the canonical spec.
-// @SPEC@ and @INPUT_SHAPE@ are filled in by the exporter.
-#include "train/export.h"
-
-namespace hpc::train {
-
-const char* torch_model_py() {
-  return R"PY(
 """PyTorch model of an hpctrain checkpoint, written by `hpctrain export --format torch`.
 
     import torch, model
@@ -36,8 +27,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-SPEC = @SPEC@
-INPUT_SHAPE = @INPUT_SHAPE@
+# `hpctrain export` writes these two lines' values (the model's canonical spec, and one
+# sample's shape without the batch dimension); in hpctrain's source they are None.
+SPEC = None
+INPUT_SHAPE = None
 
 
 def load_safetensors(path):
@@ -181,13 +174,13 @@ class Activation(nn.Module):
 
 
 class Pool(nn.Module):
-    def __init__(self, kind, k, stride):
+    def __init__(self, kind, k, stride, pad=0):
         super().__init__()
-        self.kind, self.k, self.stride = kind, k, stride
+        self.kind, self.k, self.stride, self.pad = kind, k, stride, pad
 
     def forward(self, x):
         if self.kind == "maxpool":
-            return F.max_pool2d(x, self.k, self.stride)
+            return F.max_pool2d(x, self.k, self.stride, self.pad)
         return F.avg_pool2d(x, self.k, self.stride)
 
 
@@ -385,8 +378,9 @@ def make(layer, shape, embedding):
         return Activation(name), shape
     if name in ("maxpool", "avgpool"):
         k = int(p[0])
-        s = int(n.get("stride", k))
-        return Pool(name, k, s), (shape[0], (shape[1] - k) // s + 1, (shape[2] - k) // s + 1)
+        s, pad = int(n.get("stride", k)), int(n.get("pad", 0))
+        h, w = (shape[1] + 2 * pad - k) // s + 1, (shape[2] + 2 * pad - k) // s + 1
+        return Pool(name, k, s, pad), (shape[0], h, w)
     if name == "gap":
         return GlobalAvgPool(), (shape[0],)
     if name == "flatten":
@@ -458,8 +452,7 @@ class Net(nn.Module):
 
 def build_model():
     """A plain nn.Module for SPEC; load the exported tensors with load_state_dict."""
+    if SPEC is None:
+        raise RuntimeError("model.py: SPEC is not set: this is hpctrain's template (src/train/model.py); "
+                           "`hpctrain export --format torch` writes a copy for a checkpoint")
     return Net(SPEC, INPUT_SHAPE)
-)PY";
-}
-
-}  // namespace hpc::train
