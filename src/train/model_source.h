@@ -35,7 +35,11 @@ struct ModelSource {
   int64_t batch_size = 0;           // a checkpoint's batch size (0 otherwise)
   DType dtype = DType::F32;         // the dtype the weights were trained in (a checkpoint) or are stored in
   std::optional<int64_t> bos, eos;  // token ids, where the source says (config.json)
-  std::string tokenizer_path;       // a tokenizer file beside config.json ("" when none)
+  // The model's tokenizer: the file beside the weights (tokenizer.json or tokenizer.model), or the
+  // one hpcdata stored in a checkpoint's training data, when that file is still there ("" when none).
+  std::string tokenizer_bytes;
+  std::string tokenizer_file;    // its file name in an export ("tokenizer.json" | "tokenizer.model" | …)
+  std::string tokenizer_origin;  // where it came from, for messages
   int64_t num_params() const { return params.count(); }
 };
 
