@@ -178,7 +178,8 @@ bool output_option(const std::vector<std::string>& args, size_t& i, std::string&
   return true;
 }
 
-// Every pack option given must apply to the --from format (and --doc-sep, --threads to a tokenizer):
+// Every pack option given must apply to the --from format (and --doc-sep, and --threads of text, to a
+// tokenizer):
 // one that would be ignored is a usage error, never silently dropped.
 void check_applies(const std::vector<std::string>& given, const PackOptions& opt) {
   struct Rule {
@@ -198,7 +199,7 @@ void check_applies(const std::vector<std::string>& given, const PackOptions& opt
       {"--layout", {"tokens-bin"}},
       {"--tokenizer", {"text", "tokens-bin"}},
       {"--doc-sep", {"text"}},
-      {"--threads", {"text"}},
+      {"--threads", {"text", "image-folder"}},
   };
   for (const std::string& g : given)
     for (const Rule& r : rules) {
@@ -208,7 +209,7 @@ void check_applies(const std::vector<std::string>& given, const PackOptions& opt
         for (const std::string& f : r.formats) list += (list.empty() ? "" : " and ") + f;
         usage_error(g + " applies to pack --from " + list + " only");
       }
-      if ((g == "--doc-sep" || g == "--threads") && opt.tokenizer.empty())
+      if ((g == "--doc-sep" || (g == "--threads" && opt.from == "text")) && opt.tokenizer.empty())
         usage_error(g +
                     " applies to pack --from text with --tokenizer only (byte-level text has no documents)");
     }
@@ -218,7 +219,7 @@ int cmd_pack(const std::vector<std::string>& args) {
   PackOptions opt;
   bool in_val = false;             // positional arguments after --val belong to the validation input
   std::vector<std::string> given;  // the options on the command line, for check_applies
-  bool context_given = false, image_options = false;
+  bool image_options = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (is_help(a)) {
@@ -288,10 +289,11 @@ int cmd_pack(const std::vector<std::string>& args) {
     usage_error("pack: unknown --from " + opt.from +
                 "; use mnist-idx, cifar10-bin, npy, csv, text, tokens-bin or image-folder");
   if (image_options && opt.from != "image-folder")
-    usage_error(
-        "--store, --size, --max-side, --quality, --threads and --on-error apply to pack --from image-folder");
+    usage_error("--store, --size, --max-side, --quality and --on-error apply to pack --from image-folder");
   if (opt.inputs.empty()) usage_error("pack --from " + opt.from + " needs its input");
   check_applies(given, opt);
+  if (opt.from == "image-folder" && opt.threads > 0)
+    set_image_option("--threads", std::to_string(opt.threads), opt.images);
   if (opt.out.empty()) usage_error("pack needs -o OUT.h5");
   if (opt.std && *opt.std == 0) usage_error("--std must not be 0");
   pack(opt);

@@ -49,7 +49,7 @@ std::string mib(int64_t bytes) {
 
 bool is_image_option(const std::string& name) {
   return name == "--store" || name == "--size" || name == "--max-side" || name == "--quality" ||
-         name == "--threads" || name == "--on-error";
+         name == "--on-error";
 }
 
 void set_image_option(const std::string& name, const std::string& value, ImageFolderOptions& o) {
