@@ -11,13 +11,15 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "image_folder.h"
 #include "pack.h"
+#include "text/stored.h"
 
 namespace hpc::data_tools {
 
 struct PackOptions {
-  std::string from;                     // mnist-idx | cifar10-bin | npy | csv | text
-  std::vector<std::string> inputs;      // DIR, or the input files
+  std::string from;                 // mnist-idx | cifar10-bin | npy | csv | text | tokens-bin | image-folder
+  std::vector<std::string> inputs;  // DIR, or the input files
   std::vector<std::string> val_inputs;  // --val: a separate validation input of the same kind
   std::string out;                      // output .h5
   bool force = false;
@@ -31,8 +33,13 @@ struct PackOptions {
   std::optional<double> scale, mean, std;  // uint8 inputs of npy: attributes (default 1/255, data mean, std)
   int64_t context = 64;   // text: each split must hold a window of context + 1 tokens (gpt-tiny's context)
   int64_t vocab = 50257;  // tokens-bin: ids must be below it (GPT-2's vocabulary)
-  std::string tokenizer = "gpt2";  // tokens-bin: the tokenizer attribute
-  std::string layout = "auto";     // tokens-bin: auto | raw (nanoGPT) | llmc (headered shards)
+  // text: a tokenizer.json or SentencePiece .model (empty: byte-level); tokens-bin: the tokenizer
+  // attribute (empty: gpt2)
+  std::string tokenizer;
+  std::string layout = "auto";   // tokens-bin: auto | raw (nanoGPT) | llmc (headered shards)
+  std::string doc_sep = "file";  // text with a tokenizer: a document is a file | a line
+  int64_t threads = 0;           // text with a tokenizer: encoding threads (0: one per core)
+  ImageFolderOptions images;  // image-folder: --store, --size, --max-side, --quality, --threads, --on-error
 };
 
 // hpcdata pack: checks the options, then reads the input with the format's
@@ -44,8 +51,13 @@ PackJob read_mnist_idx(const PackOptions& opt);
 PackJob read_cifar10_bin(const PackOptions& opt);
 PackJob read_npy(const PackOptions& opt);
 PackJob read_csv(const PackOptions& opt);
-// text is a token stream, not x/y rows: it writes through `w` itself and commits (pack_text.cpp).
+// text is a token stream, not x/y rows: it writes through `w` itself and commits (pack_text.cpp;
+// with --tokenizer, pack_text_tokenizer.cpp).
 void pack_text(DatasetWriter& w, const PackOptions& opt);
+void pack_text_tokenized(DatasetWriter& w, const PackOptions& opt);
+// Writes /tokenizer (text/stored.h) and the bos_id/eos_id attributes of `splits` (pack, repack).
+void write_stored_tokenizer(DatasetWriter& w, const text::StoredTokenizer& st,
+                            const std::vector<std::string>& splits);
 // nanoGPT / llm.c token files (pack_tokens.cpp), written and committed like text.
 void pack_tokens_bin(DatasetWriter& w, const PackOptions& opt);
 

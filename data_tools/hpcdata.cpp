@@ -3,12 +3,14 @@
 // Parsing is hand-written on purpose: a handful of flags per command, and
 // every mistake must become one "hpcdata: …" line with exit 2. Errors from
 // the commands arrive as hpc::Error and leave through the same door.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "config/config.h"
 #include "core/error.h"
 
 namespace {
@@ -27,8 +29,11 @@ usage:
   hpcdata pack --from csv FILE [--val FILE] -o OUT.h5 [--label-col C | --targets K] [--delimiter D]
                [--classes K] [--val-fraction F] [--force]
   hpcdata pack --from text FILE... [--val FILE...] -o OUT.h5 [--val-fraction F] [--context T] [--force]
+               [--tokenizer tokenizer.json|FILE.model [--doc-sep file|line] [--threads N]]
   hpcdata pack --from tokens-bin FILE... [--val FILE...] -o OUT.h5 [--vocab V] [--tokenizer NAME]
                [--layout auto|raw|llmc] [--val-fraction F] [--context T] [--force]
+  hpcdata pack --from image-folder DIR [--val DIR] -o OUT.h5 [--store jpeg|raw] [--size S|HxW]
+               [--max-side S] [--quality Q] [--threads N] [--on-error fail|skip] [--val-fraction F] [--force]
   hpcdata synth -o OUT.h5 [--samples N] [--val N] [--shape 1x28x28] [--classes K | --regression K]
                 [--dtype uint8|float32] [--noise S] [--seed S] [--force]
   hpcdata inspect FILE
@@ -63,12 +68,28 @@ pack --from text FILE...
   with vocab_size=256 tokenizer=byte. /val is the last --val-fraction of the text
   (default 0.05), or the --val files; each split must hold one window of --context + 1
   tokens (default 64, gpt-tiny's context). hpctrain cuts them into model.context windows.
+  --tokenizer FILE encodes with a real vocabulary instead: a Hugging Face tokenizer.json
+  of byte-level BPE (GPT-2, Llama 3, Qwen) or a SentencePiece .model. Each document (a
+  file, or with --doc-sep line a line) becomes [bos] ids [eos] with the tokenizer's own
+  bos/end-of-text tokens; --threads N encode in parallel (default: one per core). Ids
+  are uint16, or uint32 above 65,536 tokens; the tokenizer file is stored in /tokenizer
+  with its name, vocab_size, bos_id and eos_id.
 pack --from tokens-bin FILE...
   Token ids from another tokenizer: nanoGPT's raw uint16 .bin files, or llm.c's shards
   (a 256-int32 header: magic 20240520, version 1, token count; then uint16 ids),
   told apart by the magic (--layout raw|llmc forces one). Ids must be < --vocab
   (default 50257, GPT-2); stored as uint16 with vocab_size and tokenizer (--tokenizer,
   default gpt2). /val as for text: the --val files or the last --val-fraction (0.05).
+pack --from image-folder DIR
+  Folders of JPEG/PNG files, one per class (DIR/CLASS/*.jpg, torchvision's ImageFolder);
+  classes sorted by name, their names in the y attribute 'classes'. --store jpeg (default):
+  the files' bytes in /train/images with an offsets index, decoded by hpctrain's loader
+  (samples of --size, default 224, unless training asks random_resized_crop:SIZE); with
+  --max-side S and/or --quality Q (default 90) every image is re-encoded as JPEG, its
+  longer side at most S. --store raw --size S|HxW: decoded, resized (PIL's bilinear) and
+  stored as uint8 [N,3,H,W]. Gray, CMYK, palette and alpha images become RGB. Mean and std
+  per channel of the training pixels. --threads (default: all cores) decode in parallel;
+  a file that is not an image ends the run, or is skipped and counted (--on-error skip).
 common pack options
   -o, --output FILE   the output
   --force             replace FILE if it exists
@@ -91,7 +112,7 @@ repack IN OUT
   compressed or big-endian files become memory-mappable); dtypes and attributes kept.
   OUT may equal IN (with --force).
 
-exit codes: 0 ok, 2 bad input or usage
+exit codes: 0 ok, 2 bad input or usage, 74 output disk full
 )";
 
 [[noreturn]] void usage_error(const std::string& msg) { throw UserError(msg + " (see hpcdata --help)"); }
@@ -157,17 +178,58 @@ bool output_option(const std::vector<std::string>& args, size_t& i, std::string&
   return true;
 }
 
+// Every pack option given must apply to the --from format (and --doc-sep, and --threads of text, to a
+// tokenizer):
+// one that would be ignored is a usage error, never silently dropped.
+void check_applies(const std::vector<std::string>& given, const PackOptions& opt) {
+  struct Rule {
+    const char* option;
+    std::vector<std::string> formats;
+  };
+  static const Rule rules[] = {
+      {"--label-col", {"csv"}},
+      {"--targets", {"csv"}},
+      {"--delimiter", {"csv"}},
+      {"--classes", {"npy", "csv"}},
+      {"--scale", {"npy"}},
+      {"--mean", {"npy"}},
+      {"--std", {"npy"}},
+      {"--context", {"text", "tokens-bin"}},
+      {"--vocab", {"tokens-bin"}},
+      {"--layout", {"tokens-bin"}},
+      {"--tokenizer", {"text", "tokens-bin"}},
+      {"--doc-sep", {"text"}},
+      {"--threads", {"text", "image-folder"}},
+  };
+  for (const std::string& g : given)
+    for (const Rule& r : rules) {
+      if (g != r.option) continue;
+      if (std::find(r.formats.begin(), r.formats.end(), opt.from) == r.formats.end()) {
+        std::string list;
+        for (const std::string& f : r.formats) list += (list.empty() ? "" : " and ") + f;
+        usage_error(g + " applies to pack --from " + list + " only");
+      }
+      if ((g == "--doc-sep" || (g == "--threads" && opt.from == "text")) && opt.tokenizer.empty())
+        usage_error(g +
+                    " applies to pack --from text with --tokenizer only (byte-level text has no documents)");
+    }
+}
+
 int cmd_pack(const std::vector<std::string>& args) {
   PackOptions opt;
-  bool in_val = false;  // positional arguments after --val belong to the validation input
-  bool context_given = false;
+  bool in_val = false;             // positional arguments after --val belong to the validation input
+  std::vector<std::string> given;  // the options on the command line, for check_applies
+  bool image_options = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (is_help(a)) {
       std::fputs(USAGE, stdout);
       return 0;
     }
-    if (!a.empty() && a[0] == '-' && a != "-") in_val = false;
+    if (!a.empty() && a[0] == '-' && a != "-") {
+      in_val = false;
+      given.push_back(a.substr(0, a.find('=')));
+    }
     if (output_option(args, i, opt.out, opt.force)) continue;
     if (matches(a, "--from")) {
       opt.from = option_value(args, i, "--from");
@@ -195,29 +257,43 @@ int cmd_pack(const std::vector<std::string>& args) {
       opt.mean = parse_double("--mean", option_value(args, i, "--mean"));
     } else if (matches(a, "--context")) {
       opt.context = parse_int("--context", option_value(args, i, "--context"), 1);
-      context_given = true;
     } else if (matches(a, "--vocab")) {
       opt.vocab = parse_int("--vocab", option_value(args, i, "--vocab"), 1);
     } else if (matches(a, "--tokenizer")) {
       opt.tokenizer = option_value(args, i, "--tokenizer");
+      if (opt.tokenizer.empty()) usage_error("--tokenizer needs a value");
+    } else if (matches(a, "--doc-sep")) {
+      opt.doc_sep = option_value(args, i, "--doc-sep");
+      if (opt.doc_sep != "file" && opt.doc_sep != "line")
+        usage_error("--doc-sep expects file or line, got '" + opt.doc_sep + "'");
+    } else if (matches(a, "--threads")) {
+      opt.threads = parse_int("--threads", option_value(args, i, "--threads"), 1);
     } else if (matches(a, "--layout")) {
       opt.layout = option_value(args, i, "--layout");
     } else if (matches(a, "--std")) {
       opt.std = parse_double("--std", option_value(args, i, "--std"));
+    } else if (is_image_option(a.substr(0, a.find('=')))) {
+      const std::string name = a.substr(0, a.find('='));
+      set_image_option(name, option_value(args, i, name), opt.images);
+      image_options = true;
     } else if (!a.empty() && a[0] == '-') {
       usage_error("pack: unknown option " + a);
     } else {
       (in_val ? opt.val_inputs : opt.inputs).push_back(a);
     }
   }
-  if (opt.from.empty()) usage_error("pack needs --from mnist-idx|cifar10-bin|npy|csv|text|tokens-bin");
+  if (opt.from.empty())
+    usage_error("pack needs --from mnist-idx|cifar10-bin|npy|csv|text|tokens-bin|image-folder");
   if (opt.from != "mnist-idx" && opt.from != "cifar10-bin" && opt.from != "npy" && opt.from != "csv" &&
-      opt.from != "text" && opt.from != "tokens-bin")
+      opt.from != "text" && opt.from != "tokens-bin" && opt.from != "image-folder")
     usage_error("pack: unknown --from " + opt.from +
-                "; use mnist-idx, cifar10-bin, npy, csv, text or tokens-bin");
+                "; use mnist-idx, cifar10-bin, npy, csv, text, tokens-bin or image-folder");
+  if (image_options && opt.from != "image-folder")
+    usage_error("--store, --size, --max-side, --quality and --on-error apply to pack --from image-folder");
   if (opt.inputs.empty()) usage_error("pack --from " + opt.from + " needs its input");
-  if (context_given && opt.from != "text" && opt.from != "tokens-bin")
-    usage_error("--context applies to pack --from text and tokens-bin only");
+  check_applies(given, opt);
+  if (opt.from == "image-folder" && opt.threads > 0)
+    set_image_option("--threads", std::to_string(opt.threads), opt.images);
   if (opt.out.empty()) usage_error("pack needs -o OUT.h5");
   if (opt.std && *opt.std == 0) usage_error("--std must not be 0");
   pack(opt);
@@ -302,7 +378,7 @@ int run(const std::vector<std::string>& args) {
     return 0;
   }
   if (cmd == "--version") {
-    std::printf("hpcdata %s (%s)\n", HPCTRAIN_VERSION, HPCTRAIN_COMMIT);
+    std::printf("hpcdata %s (%s)\n", hpc::hpctrain_version(), hpc::hpctrain_commit());
     return 0;
   }
   if (cmd == "pack") return cmd_pack(rest);

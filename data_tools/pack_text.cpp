@@ -2,9 +2,10 @@
 //
 // The tokenizer is the identity on bytes: token = byte value, vocabulary
 // 256. It is lossless for any input (UTF-8, Latin-1, binary) and needs no
-// vocabulary file, which is what a test model and a first run want; a real
-// BPE vocabulary can be packed the same way later (int32 tokens, its own
-// vocab_size). Files are concatenated in the order given, byte for byte.
+// vocabulary file, which is what a test model and a first run want; with
+// --tokenizer FILE a real vocabulary encodes the text instead
+// (pack_text_tokenizer.cpp). Files are concatenated in the order given, byte
+// for byte.
 //
 // The tokens are stored as uint16 (room for vocabularies up to 65536) in
 // /train/tokens and /val/tokens, contiguous and 4 KiB-aligned like every
@@ -103,6 +104,7 @@ std::string plural(int64_t n, const char* word) {
 }  // namespace
 
 void pack_text(DatasetWriter& w, const PackOptions& opt) {
+  if (!opt.tokenizer.empty()) return pack_text_tokenized(w, opt);
   const int64_t window = opt.context + 1;
   const std::vector<TextFile> train_files = stat_inputs(opt.inputs);
   const std::vector<TextFile> val_files = stat_inputs(opt.val_inputs);

@@ -120,6 +120,7 @@ void pack_tokens_bin(DatasetWriter& w, const PackOptions& opt) {
   if (opt.vocab < 1 || opt.vocab > 65536)
     throw UserError("--vocab must be in [1, 65536] (ids are stored as uint16), got " +
                     std::to_string(opt.vocab));
+  const std::string tokenizer = opt.tokenizer.empty() ? "gpt2" : opt.tokenizer;
   std::vector<TokenFile> train, val;
   for (const std::string& p : opt.inputs) train.push_back(inspect(p, opt.layout));
   for (const std::string& p : opt.val_inputs) val.push_back(inspect(p, opt.layout));
@@ -143,13 +144,13 @@ void pack_tokens_bin(DatasetWriter& w, const PackOptions& opt) {
   for (const std::string& name : {tr, va}) {
     if (name == va && n_val + n_extra == 0) continue;
     w.set_attr(name, "vocab_size", opt.vocab);
-    w.set_attr(name, "tokenizer", opt.tokenizer);
+    w.set_attr(name, "tokenizer", tokenizer);
   }
   w.commit();
   std::printf("wrote %s: train %lld tokens", w.path().c_str(), static_cast<long long>(n_train));
   if (n_val + n_extra > 0)
     std::printf(", val %lld tokens", static_cast<long long>(n_val) + static_cast<long long>(n_extra));
-  std::printf(" (uint16, tokenizer %s, vocabulary %lld) from %zu file(s): %s\n", opt.tokenizer.c_str(),
+  std::printf(" (uint16, tokenizer %s, vocabulary %lld) from %zu file(s): %s\n", tokenizer.c_str(),
               static_cast<long long>(opt.vocab), train.size() + val.size(), train.front().layout);
 }
 

@@ -8,8 +8,8 @@
 // scale/mean/std and num_classes carried over. Other objects in IN are
 // listed as not copied. A token file (/SPLIT/tokens, `pack --from text`) is
 // repacked the same way, ids validated against the vocabulary, vocab_size
-// and tokenizer kept. OUT may be IN itself with --force: the new file is
-// renamed over the old one only when complete.
+// and tokenizer kept, and the tokenizer file (/tokenizer) with them. OUT may be IN itself with --force: the
+// new file is renamed over the old one only when complete.
 #include <cstdio>
 #include <memory>
 #include <set>
@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "data/h5_dataset.h"
 #include "data/h5_handle.h"
+#include "data/image_dataset.h"
 #include "data/sample_source.h"
 #include "data/token_dataset.h"
 
@@ -59,31 +60,41 @@ Split split_of(const std::shared_ptr<H5Handle>& file, const std::string& in, con
     s.scale = info.scale;
     s.mean = info.mean;
     s.std = info.std;
+    s.channel_mean = info.channel_mean;
+    s.channel_std = info.channel_std;
   }
+  H5Handle y = H5Handle::dataset(H5Dopen2(file->id(), (p + "/y").c_str(), H5P_DEFAULT));
+  if (y.valid()) s.classes = data::h5_string_list_attr(y.id(), "classes");
   return s;
 }
 
 // A token file (/SPLIT/tokens): each split validated as hpctrain would (ids inside the vocabulary), then
 // streamed through hpctrain's reader into a contiguous dataset of the same dtype, with vocab_size and
-// tokenizer carried over.
+// tokenizer carried over, and the stored tokenizer file (/tokenizer) when there is one.
 void repack_tokens(const std::string& in, const std::string& out, bool force) {
   std::vector<std::pair<std::string, std::unique_ptr<data::TokenDataset>>> splits;
   for (const char* split : {"train", "val"})
     if (data::TokenDataset::has_tokens(in, split))
       splits.emplace_back(split, std::make_unique<data::TokenDataset>(in, split, 1));
+  const std::optional<text::StoredTokenizer> stored = text::read_stored_tokenizer(in);
   DatasetWriter w(out, force);
   auto lock = data::h5_lock();
   data::H5QuietErrors quiet;
   auto file = std::make_shared<H5Handle>(data::h5_open_read_only(in));
+  std::vector<std::string> names;
   for (const auto& [split, ds] : splits) {
     const std::string name = "/" + split + "/tokens";
-    const DType dtype = ds->token_dtype();
+    const data::TokenType type = ds->token_type();
+    // uint32 ids are read as int32 (they are below the vocabulary, < 2^31) and written back as uint32.
+    const DType dtype = type == data::TokenType::U16 ? DType::U16 : DType::I32;
     const int64_t n = ds->num_tokens(), esize = static_cast<int64_t>(dtype_size(dtype));
     if (!ds->mapped())
       for (const std::string& u : ds->unmapped()) std::printf("repack: %s → contiguous\n", u.c_str());
-    Array src = source_array(file, in, name, dtype == DType::U16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_INT32,
-                             dtype, Shape{n});
-    w.create(name, dtype, Shape{n});
+    const hid_t native = type == data::TokenType::U16   ? H5T_NATIVE_UINT16
+                         : type == data::TokenType::U32 ? H5T_NATIVE_UINT32
+                                                        : H5T_NATIVE_INT32;
+    Array src = source_array(file, in, name, native, dtype, Shape{n});
+    w.create(name, dtype, Shape{n}, type == data::TokenType::U32);
     constexpr int64_t BLOCK = int64_t{1} << 20;
     std::vector<char> buf(static_cast<size_t>(std::min(n, BLOCK) * esize));
     for (int64_t at = 0; at < n; at += BLOCK) {
@@ -93,7 +104,9 @@ void repack_tokens(const std::string& in, const std::string& out, bool force) {
     }
     w.set_attr(name, "vocab_size", ds->vocab());
     if (!ds->tokenizer().empty()) w.set_attr(name, "tokenizer", ds->tokenizer());
+    names.push_back(name);
   }
+  if (stored) write_stored_tokenizer(w, *stored, names);
   w.commit();
   std::printf("wrote %s: token data (%s), contiguous\n", w.path().c_str(),
               splits.size() == 2 ? "train and val" : splits.front().first.c_str());
@@ -103,6 +116,10 @@ void repack_tokens(const std::string& in, const std::string& out, bool force) {
 
 void repack(const std::string& in, const std::string& out, bool force) {
   if (data::TokenDataset::is_token_file(in)) return repack_tokens(in, out, force);
+  if (data::ImageDataset::is_image_file(in))
+    throw UserError("data file '" + in +
+                    "' holds encoded images (/train/images), which hpcdata pack --from "
+                    "image-folder writes contiguous already; repack handles /SPLIT/x and token files");
   // Validate before touching the output: a bad IN leaves no trace.
   std::unique_ptr<data::H5Dataset> train, val;
   if (data::H5Dataset::has_split(in, "train")) train = std::make_unique<data::H5Dataset>(in, "train");

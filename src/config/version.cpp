@@ -13,10 +13,12 @@
 #include <sstream>
 
 #include "backend/cpu/blas_core.h"
+#include "backend/cpu/isa/kernel_table.h"
 #include "backend/cpu/onednn.h"
 #include "backend/device.h"
 #include "config/config.h"
 
+// The Makefile defines both for this file alone; a compile outside it (an IDE's indexer) still builds.
 #ifndef HPCTRAIN_VERSION
 #define HPCTRAIN_VERSION "0.0.0"
 #endif
@@ -25,6 +27,9 @@
 #endif
 
 namespace hpc {
+
+const char* hpctrain_version() { return HPCTRAIN_VERSION; }
+const char* hpctrain_commit() { return HPCTRAIN_COMMIT; }
 
 namespace {
 
@@ -59,13 +64,15 @@ std::string boost_version() {
 
 std::string version_report() {
   std::ostringstream os;
-  os << "hpctrain " << HPCTRAIN_VERSION << " (commit " << HPCTRAIN_COMMIT << ")\n"
+  os << "hpctrain " << hpctrain_version() << " (commit " << hpctrain_commit() << ")\n"
      << "  CUDA:     " << backend::cuda_versions() << "\n"
      << "  MPI:      " << mpi_version() << "\n"
      << "  HDF5:     " << hdf5_version() << "\n"
      << "  Boost:    " << boost_version() << "\n"
      << "  BLAS:     " << first_line(openblas_get_config()) << "\n"
      << "  BLAS core: " << backend::cpu::blas_core().line() << "\n"
+     << "  CPU kernels: " << backend::cpu::kernel_table<float>().isa
+     << " (float32 loops; HPCTRAIN_CPU_ISA=avx2 for avx2)\n"
      << "  oneDNN:   " << backend::cpu::onednn::describe() << "\n"
 #if defined(__clang__)
      << "  compiler: clang " << __clang_version__ << "\n";

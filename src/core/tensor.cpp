@@ -152,6 +152,17 @@ Tensor Tensor::slice(int64_t offset, Shape shape) const {
   return t;
 }
 
+Tensor Tensor::joined(const Tensor& next, Shape shape) const {
+  HPC_ASSERT(storage_ == next.storage_ && dtype_ == next.dtype_ && device_ == next.device_ &&
+                 static_cast<const char*>(data_) + num_bytes() == next.data_ &&
+                 shape.count() == count() + next.count(),
+             "joined: a " + next.shape_.str() + " tensor that does not follow this " + shape_.str() + " one");
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  t.channel_block_ = 0;
+  return t;
+}
+
 Tensor Tensor::rows(int64_t begin, int64_t end) const {
   HPC_ASSERT(shape_.rank() >= 1 && 0 <= begin && begin <= end && end <= shape_[0], "rows out of range");
   std::vector<int64_t> d = shape_.dims();

@@ -70,20 +70,25 @@ H5Handle open_tokens(hid_t file, const std::string& name, const std::string& fil
       h5_check(H5Dopen2(file, name.c_str(), dapl.id()), file_what + ": " + name + " cannot be opened"));
 }
 
-// The stored token type: U16, I32, or nullopt for anything else.
-std::optional<DType> token_type(hid_t dset) {
+// The stored token type, or nullopt for anything but uint16, uint32 and int32.
+std::optional<TokenType> stored_token_type(hid_t dset) {
   H5Handle t = H5Handle::type(H5Dget_type(dset));
   if (!t.valid() || H5Tget_class(t.id()) != H5T_INTEGER) return std::nullopt;
   const size_t size = H5Tget_size(t.id());
   const bool is_signed = H5Tget_sign(t.id()) == H5T_SGN_2;
-  if (size == 2 && !is_signed) return DType::U16;
-  if (size == 4 && is_signed) return DType::I32;
+  if (size == 2 && !is_signed) return TokenType::U16;
+  if (size == 4) return is_signed ? TokenType::I32 : TokenType::U32;
   return std::nullopt;
 }
 
-int64_t load_token(const std::byte* p, DType t) {
-  if (t == DType::U16) {
+int64_t load_token(const std::byte* p, TokenType t) {
+  if (t == TokenType::U16) {
     uint16_t v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
+  if (t == TokenType::U32) {
+    uint32_t v;
     std::memcpy(&v, p, sizeof v);
     return v;
   }
@@ -94,13 +99,18 @@ int64_t load_token(const std::byte* p, DType t) {
 
 // Calls fn(token, index) for tokens [0, n) in bounded blocks.
 template <typename Fn>
-void scan_tokens(const SampleSource& src, DType t, int64_t n, Fn&& fn) {
+void scan_tokens(const SampleSource& src, TokenType t, int64_t n, Fn&& fn) {
   scan_rows(src, 0, n, [&](const std::byte* rows, int64_t first, int64_t count) {
     for (int64_t i = 0; i < count; ++i) fn(load_token(rows + i * src.row_bytes(), t), first + i);
   });
 }
 
 }  // namespace
+
+const char* token_type_name(TokenType t) {
+  return t == TokenType::U16 ? "uint16" : t == TokenType::U32 ? "uint32" : "int32";
+}
+int64_t token_type_size(TokenType t) { return t == TokenType::U16 ? 2 : 4; }
 
 TokenDataset::TokenDataset(const std::string& path, const std::string& split, int64_t context,
                            const OpenOptions& options)
@@ -114,11 +124,11 @@ TokenDataset::TokenDataset(const std::string& path, const std::string& split, in
 
   H5Handle file = h5_open_read_only(path);
   H5Handle dset = open_tokens(file.id(), name, file_what);
-  const std::optional<DType> type = token_type(dset.id());
+  const std::optional<TokenType> type = stored_token_type(dset.id());
   if (!type) {
     H5Handle t = H5Handle::type(H5Dget_type(dset.id()));
     throw UserError(what_ + " is " + (t.valid() ? h5_type_name(t.id()) : std::string("unreadable")) +
-                    "; tokens must be uint16 or int32");
+                    "; tokens must be uint16, uint32 or int32");
   }
   H5Handle space = H5Handle::space(h5_check(H5Dget_space(dset.id()), what_ + ": cannot read its shape"));
   const int rank = h5_check(H5Sget_simple_extent_ndims(space.id()), what_ + ": cannot read its shape");
@@ -131,10 +141,12 @@ TokenDataset::TokenDataset(const std::string& path, const std::string& split, in
                     std::to_string(context + 1) + " (model.context " + std::to_string(context) +
                     " + 1): use more text or a smaller --model.context");
 
-  const int64_t elem = static_cast<int64_t>(dtype_size(*type));
-  src_ =
-      open_source(file.id(), SourceRequest{name, *type == DType::U16 ? H5T_NATIVE_UINT16 : H5T_NATIVE_INT32,
-                                           tokens_, elem, options.allow_mmap, what_});
+  token_type_ = *type;
+  const hid_t native = *type == TokenType::U16   ? H5T_NATIVE_UINT16
+                       : *type == TokenType::U32 ? H5T_NATIVE_UINT32
+                                                 : H5T_NATIVE_INT32;
+  src_ = open_source(file.id(),
+                     SourceRequest{name, native, tokens_, token_type_size(*type), options.allow_mmap, what_});
 
   // Vocabulary: this split's attribute, else /train/tokens' (train and val must agree), else max + 1.
   std::optional<int64_t> vocab = vocab_attr(dset.id(), what_);
@@ -169,7 +181,8 @@ TokenDataset::TokenDataset(const std::string& path, const std::string& split, in
 
   info_.size = (tokens_ - 1) / context;
   info_.sample_shape = Shape{context};
-  info_.x_dtype = *type;
+  info_.x_dtype =
+      *type == TokenType::U16 ? DType::U16 : DType::I32;  // uint32 ids are below 2^31 (the vocabulary)
   info_.classification = true;
   info_.num_classes = *vocab;
   info_.target_shape = Shape{context};
@@ -178,7 +191,7 @@ TokenDataset::TokenDataset(const std::string& path, const std::string& split, in
 TokenDataset::~TokenDataset() = default;
 
 std::string TokenDataset::describe() const {
-  std::string s = std::to_string(tokens_) + " " + split_ + " tokens (" + dtype_name(info_.x_dtype) +
+  std::string s = std::to_string(tokens_) + " " + split_ + " tokens (" + token_type_name(token_type_) +
                   ") = " + std::to_string(info_.size) + " windows of " + std::to_string(context_) +
                   " + 1, vocabulary " + std::to_string(info_.num_classes);
   if (!tokenizer_.empty()) s += " (" + tokenizer_ + " tokenizer)";
@@ -266,8 +279,10 @@ void TokenDataset::gather(const int64_t* indices, int64_t n, const Tensor& x, co
   }
   int32_t* yd = y.data<int32_t>();
   backend::dispatch_float(x.dtype(), "TokenDataset::gather x", [&]<typename X>() {
-    if (info_.x_dtype == DType::U16)
+    if (token_type_ == TokenType::U16)
       convert<uint16_t, X>(rows, !staged.empty(), indices, n, x.data<X>(), yd);
+    else if (token_type_ == TokenType::U32)
+      convert<uint32_t, X>(rows, !staged.empty(), indices, n, x.data<X>(), yd);
     else
       convert<int32_t, X>(rows, !staged.empty(), indices, n, x.data<X>(), yd);
   });
@@ -278,8 +293,7 @@ std::vector<int64_t> TokenDataset::read_tokens(int64_t first, int64_t n) const {
   std::vector<int64_t> out;
   out.reserve(static_cast<size_t>(n));
   scan_rows(*src_, first, n, [&](const std::byte* rows, int64_t, int64_t count) {
-    for (int64_t i = 0; i < count; ++i)
-      out.push_back(load_token(rows + i * src_->row_bytes(), info_.x_dtype));
+    for (int64_t i = 0; i < count; ++i) out.push_back(load_token(rows + i * src_->row_bytes(), token_type_));
   });
   return out;
 }

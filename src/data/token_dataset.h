@@ -1,9 +1,11 @@
 // TokenDataset: one split of a language-model data file, as training windows.
 //
-// Layout (DESIGN.md "HDF5 layout"): /SPLIT/tokens is a 1-D uint16 (or int32)
-// token stream, written contiguous by `hpcdata pack --from text` so it can be
-// memory-mapped; attributes `vocab_size` (the tokenizer's vocabulary, e.g.
-// 256 for bytes) and `tokenizer` (a name, e.g. "byte").
+// Layout (docs/data.md "HDF5 layout"): /SPLIT/tokens is a 1-D uint16 (uint32 for
+// vocabularies above 65,536, or int32) token stream, written contiguous by
+// `hpcdata pack --from text` so it can be memory-mapped; attributes
+// `vocab_size` (the tokenizer's vocabulary, e.g. 256 for bytes) and
+// `tokenizer` (a name, e.g. "byte"; the tokenizer file itself, when there is
+// one, is /tokenizer: text/stored.h).
 //
 // Sample i is the window tokens[i·T, i·T + T + 1) for context T: x = its
 // first T tokens as floats (the model's input [T]), y = its last T tokens as
@@ -19,7 +21,7 @@
 // H5Dread of the runs of consecutive tokens the windows cover.
 //
 // Checked at open (one UserError line naming file, dataset and index): the
-// dataset exists, is 1-D uint16/int32 and holds at least one window; the
+// dataset exists, is 1-D uint16/uint32/int32 and holds at least one window; the
 // vocabulary (attribute on this split, else on /train/tokens, else the
 // largest token + 1); every token in [0, vocab) — the first 4096 windows, or
 // all with full_check (data.check = full). gather() checks the tokens it
@@ -38,6 +40,12 @@
 namespace hpc::data {
 
 class SampleSource;
+
+// How token ids are stored: uint16 (vocabularies up to 65,536), uint32 (larger ones, Llama 3's
+// 128,256), or int32 (what other writers may use).
+enum class TokenType { U16, U32, I32 };
+const char* token_type_name(TokenType t);  // "uint16", "uint32", "int32"
+int64_t token_type_size(TokenType t);      // bytes per id
 
 class TokenDataset : public Dataset {
  public:
@@ -68,7 +76,7 @@ class TokenDataset : public Dataset {
   int64_t vocab() const { return info_.num_classes; }
   const std::string& vocab_source() const { return vocab_source_; }  // "the vocab_size attribute of …"
   const std::string& tokenizer() const { return tokenizer_; }        // "" when the file names none
-  DType token_dtype() const { return info_.x_dtype; }                // U16 or I32
+  TokenType token_type() const { return token_type_; }
 
   // Copies tokens [first, first + n) as int64 (for tests and tools).
   std::vector<int64_t> read_tokens(int64_t first, int64_t n) const;
@@ -82,6 +90,7 @@ class TokenDataset : public Dataset {
   std::string path_, split_, what_;  // what_: "data file 'PATH': /SPLIT/tokens"
   SplitInfo info_;
   int64_t context_ = 0, tokens_ = 0;
+  TokenType token_type_ = TokenType::U16;
   std::string vocab_source_, tokenizer_;
   std::unique_ptr<SampleSource> src_;
 };

@@ -23,6 +23,7 @@
 #include <memory>
 
 #include "backend/device.h"
+#include "core/check.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "dist/context.h"
@@ -104,9 +105,7 @@ RankFacts collect(const Config& cfg, const EnvSnapshot& env, const dist::RankInf
 
 dist::RankInfo this_process_only() {
   dist::RankInfo info;
-  char host[256] = "?";
-  gethostname(host, sizeof host);
-  info.host = host;
+  info.host = host_name();
   info.pid = static_cast<int>(getpid());
   return info;
 }

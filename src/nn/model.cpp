@@ -267,6 +267,39 @@ void Model::zero_grads() {
   if (grads_.count() > 0) backend::fill(grads_, 0.0);
 }
 
+void Model::start_decode(int64_t max_positions) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (!layers_[i]->can_decode())
+      throw UserError("layer " + std::to_string(i) + " '" + layers_[i]->spec() +
+                      "' cannot decode one position at a time (only the language models' layers can)");
+    layers_[i]->start_decode(max_positions);
+  }
+  decode_acts_.clear();
+}
+
+const Tensor& Model::decode(const Tensor& ids, int64_t pos, const RunCtx& ctx) {
+  const int64_t n = ids.count();
+  HPC_ASSERT(ids.shape().rank() == 2 && ids.shape()[0] == 1 && n >= 1 && ids.device() == device_,
+             "decode: ids must be [1, n] on the model's device");
+  if (decode_acts_.empty() || decode_acts_.front().shape()[1] != n) {
+    decode_acts_.clear();
+    for (const Shape& out : out_shapes_) {
+      std::vector<int64_t> dims = {1, n};  // [T, rest…] → [1, n, rest…]
+      for (int d = 1; d < out.rank(); ++d) dims.push_back(out[d]);
+      decode_acts_.emplace_back(Shape(dims), dtype_, device_);
+    }
+  }
+  RunCtx layer_ctx = ctx;
+  layer_ctx.training = false;
+  const Tensor* x = &ids;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layer_ctx.layer = i;
+    layers_[i]->decode(*x, decode_acts_[i], pos, layer_ctx);
+    x = &decode_acts_[i];
+  }
+  return decode_acts_.back();
+}
+
 std::string Model::summary() const {
   std::ostringstream s;
   char line[256];

@@ -1,6 +1,6 @@
 // A model: a sequence of layers whose parameters all live in ONE flat
 // parameter buffer and whose gradients live in ONE flat gradient buffer with
-// the same layout (DESIGN.md). That makes the start-up broadcast one call,
+// the same layout. That makes the start-up broadcast one call,
 // gradient buckets contiguous slices, checkpoints one dataset, and the
 // optimizer one fused loop.
 //
@@ -130,6 +130,16 @@ class Model {
                 const std::function<void(int64_t frontier)>& on_ready = {});
   void zero_grads();
 
+  // Incremental decoding of one sequence (Layer::decode; hpctrain sample's
+  // key/value cache) for a model whose layers all can (a language model):
+  // start_decode forgets the last sequence and makes room for max_positions;
+  // decode takes ids [1, n] at positions [pos, pos + n) and returns their
+  // outputs [1, n, …] (owned by the model, valid until the next call) — the
+  // rows forward gives when the window holds the whole sequence. UserError
+  // naming the first layer that cannot decode.
+  void start_decode(int64_t max_positions);
+  const Tensor& decode(const Tensor& ids, int64_t pos, const RunCtx& ctx);
+
   // Table of layers: spec, output shape, parameter count; and the total.
   std::string summary() const;
   // FLOPs of one sample's forward pass (a training step is ≈ 3×).
@@ -160,6 +170,7 @@ class Model {
   Tensor params_, grads_;
   ParamSource* source_ = nullptr;
   std::vector<Tensor> acts_, dacts_;  // acts_[i+1] = output of layer i; acts_[0] = the input view
+  std::vector<Tensor> decode_acts_;   // decode's outputs per layer, for the last n
   int64_t batch_ = -1;
 };
 

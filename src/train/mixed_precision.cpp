@@ -91,7 +91,12 @@ bool MixedPrecision::unscale() {
           ? static_cast<double>(backend::unscale_grads(grads_shard_, grads32_, 1.0 / loss_scale()))
           : 0.0;
   if (max_over_ranks_) nonfinite = max_over_ranks_(nonfinite);
-  return scale_.update(nonfinite > 0);
+  if (scale_.update(nonfinite > 0)) return true;
+  if (consecutive_skips() >= MAX_CONSECUTIVE_SKIPS)
+    throw UserError("training diverged: " + std::to_string(MAX_CONSECUTIVE_SKIPS) +
+                    " consecutive fp16 steps had inf/NaN gradients (loss scale now " +
+                    std::to_string(loss_scale()) + "): lower --optim.lr or use --train.precision bf16");
+  return false;
 }
 
 void MixedPrecision::publish() {

@@ -119,7 +119,9 @@ double Trainer::sharded_waits_in_compute(StepTimes& t) {
   return w.gather + w.reduce;
 }
 
-double Trainer::finish_sharded_backward() { return sharded_ ? sharded_->finish() : 0; }
+void Trainer::finish_sharded_backward() {
+  if (sharded_) sharded_->finish();
+}
 
 void Trainer::start_param_allgather() {
   if (reducer_ && sharding_->active()) reducer_->start_allgather(model_->params());

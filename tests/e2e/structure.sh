@@ -5,12 +5,15 @@
 #     dependencies point down and no two folders include each other;
 #  2. every backend op of src/backend/ops.def is named in at most 3 files
 #     under src/backend/ (the table, its CPU and its CUDA implementation);
-#  3. the test hooks are one fault hook: no TestHooks, no legacy variables.
+#  3. the test hooks are one fault hook: no TestHooks, no legacy variables;
+#  4. one CPU dispatch: instruction-set code (intrinsics, target attributes,
+#     `#if` on ISA macros) lives only in src/backend/cpu/isa/, whose tables
+#     the ops call (kernel_table<T>()), and no op re-decides its ISA.
 source "$(dirname "$0")/lib.bash"
 cd "$ROOT"
 
 # ---- 1. dependencies point down ---------------------------------------------------
-order=(doctor train ckpt optim dist config nn data backend core)  # higher to lower; kernels below all
+order=(doctor train ckpt optim dist config nn text data backend core)  # higher to lower; kernels below all
 level() {
   local i
   for i in "${!order[@]}"; do [ "${order[$i]}" = "$1" ] && { echo "$i"; return; }; done
@@ -45,3 +48,12 @@ legacy=$(grep -rnE 'TestHooks|HPCTRAIN_TEST_(STOP_AT_STEP|STOP_RANK|STEP_DELAY_M
   src scripts slurm tests/e2e/*.sh --include='*' 2>/dev/null | grep -v '^tests/e2e/structure.sh' || true)
 [ -z "$legacy" ] || { echo "$legacy" >&2; fail "the former test hooks are still used"; }
 pass "test hooks: HPCTRAIN_FAULT only (core/fault.h)"
+
+# ---- 4. one CPU dispatch ----------------------------------------------------------------
+isa_pattern='_mm(256|512)?_[a-z]|__m(128|256|512)|immintrin|__AVX|__FMA__|__SSE|target\("|HPC_AVX512|HPC_SIMD|HPC_CPU_VEC_EXP|simd::|avx512\(\)'
+stray=$(grep -rnE "$isa_pattern" src kernels data_tools --include='*.cpp' --include='*.h' --include='*.cu' --include='*.cuh' |
+  grep -v '^src/backend/cpu/isa/' || true)
+[ -z "$stray" ] || { echo "$stray" >&2; fail "instruction-set code outside src/backend/cpu/isa/ (add a kernel to the table there)"; }
+users=$(grep -lE 'kernel_table<' src/backend/cpu/*_ops.cpp | wc -l)
+[ "$users" -ge 5 ] || fail "only $users CPU op file(s) call kernel_table<T>(): is the table still the one dispatch?"
+pass "CPU instruction sets: code only in src/backend/cpu/isa/, $users op files call its kernel table"

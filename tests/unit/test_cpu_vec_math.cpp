@@ -1,9 +1,10 @@
-// The CPU backend's vectorised float32 exp (src/backend/cpu/vec_math.h) and
-// the ops built on it: accuracy of exp8 against double-precision exp over
-// the whole clamped range, NaN and range ends, GELU forward/backward in
-// float32 against the float64 reference of kernels/activation_math.h, the
-// attention softmax against a float64 softmax, and that the tail of a loop
-// (n not a multiple of 8) gives bitwise what the vector body gives.
+// The CPU backend's float32 exp (backend/cpu/isa/generic.h's exp_ref, and the
+// vector bodies' exp8 that must equal it) and the ops built on it: accuracy of
+// exp_ref against double-precision exp over the whole clamped range, NaN and
+// range ends, exp8 bit for bit exp_ref's, GELU forward/backward in float32
+// against the float64 reference of kernels/activation_math.h, the attention
+// softmax against a float64 softmax, and that the tail of a loop (n not a
+// multiple of 8) gives bitwise what the vector body gives.
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -12,21 +13,19 @@
 #include <limits>
 #include <vector>
 
-#include "backend/cpu/vec_math.h"
+#include "backend/cpu/isa/generic.h"
 #include "backend/ops.h"
 #include "core/rng.h"
 #include "kernels/activation_math.h"
 
+#if defined(__AVX2__) && defined(__FMA__)
+#include "backend/cpu/isa/avx2_math.h"
+#endif
+
 namespace hpc::backend {
 namespace {
 
-#if HPC_CPU_VEC_EXP
-
-float exp8_scalar(float x) {
-  alignas(32) float buf[8];
-  _mm256_store_ps(buf, cpu::exp8(_mm256_set1_ps(x)));
-  return buf[0];
-}
+using cpu::generic::exp_ref;
 
 // Error in units of the last place of the correctly rounded float result.
 double ulps(float got, double want) {
@@ -39,31 +38,64 @@ double ulps(float got, double want) {
 // values; all 2.2·10⁹ were checked once: max 1.023 ulp). 1.5 ulp leaves room
 // for a different but still faithful rounding of the last operations.
 TEST(CpuVecMath, ExpWithinOneAndAHalfUlps) {
+  if (!cpu::generic::BASELINE_FMA) GTEST_SKIP() << "a build without FMA rounds exp_ref's multiply-adds twice";
   double worst = 0;
   float worst_x = 0;
   int64_t n = 0;
   for (uint64_t bits = 0; bits <= 0xFFFFFFFFu; bits += 997) {
     const float x = std::bit_cast<float>(static_cast<uint32_t>(bits));
     if (!(x >= -87.3f && x <= 88.3f)) continue;
-    const double e = ulps(exp8_scalar(x), std::exp(double(x)));
+    const double e = ulps(exp_ref(x), std::exp(double(x)));
     if (e > worst) worst = e, worst_x = x;
     ++n;
   }
   EXPECT_LE(worst, 1.5) << "at x = " << worst_x << " (" << n << " values checked)";
-  EXPECT_EQ(exp8_scalar(0.0f), 1.0f);
-  EXPECT_EQ(exp8_scalar(1.0f), std::exp(1.0f));
+  EXPECT_EQ(exp_ref(0.0f), 1.0f);
+  EXPECT_EQ(exp_ref(1.0f), std::exp(1.0f));
 }
 
 TEST(CpuVecMath, ExpRangeEndsAndNaN) {
-  EXPECT_TRUE(std::isnan(exp8_scalar(std::numeric_limits<float>::quiet_NaN())));
-  EXPECT_LT(exp8_scalar(-1000.0f), 1e-37f);  // clamped: ~1e-38, not 0
-  EXPECT_GE(exp8_scalar(-1000.0f), 0.0f);
-  EXPECT_LT(exp8_scalar(-std::numeric_limits<float>::infinity()), 1e-37f);
-  EXPECT_TRUE(std::isfinite(exp8_scalar(1000.0f)));  // clamped: 2.2e38, not inf
-  EXPECT_GT(exp8_scalar(1000.0f), 1e38f);
+  EXPECT_TRUE(std::isnan(exp_ref(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_LT(exp_ref(-1000.0f), 1e-37f);  // clamped: ~1e-38, not 0
+  EXPECT_GE(exp_ref(-1000.0f), 0.0f);
+  EXPECT_LT(exp_ref(-std::numeric_limits<float>::infinity()), 1e-37f);
+  EXPECT_TRUE(std::isfinite(exp_ref(1000.0f)));  // clamped: 2.2e38, not inf
+  EXPECT_GT(exp_ref(1000.0f), 1e38f);
 }
 
-#endif  // HPC_CPU_VEC_EXP
+#if defined(__AVX2__) && defined(__FMA__)
+// The AVX2 kernels' exp8 is exp_ref lane by lane, bit for bit (and so are the tables' GELU,
+// softmax and cross-entropy: tests/unit/test_cpu_isa.cpp), on the same values and the ends.
+TEST(CpuVecMath, Exp8IsExpRefBitForBit) {
+  std::vector<float> xs = {0.0f,
+                           -0.0f,
+                           1e-30f,
+                           -87.3f,
+                           88.3f,
+                           -1000.0f,
+                           1000.0f,
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::quiet_NaN()};
+  for (uint64_t bits = 0; bits <= 0xFFFFFFFFu; bits += 997) {
+    const float x = std::bit_cast<float>(static_cast<uint32_t>(bits));
+    if (x >= -100.0f && x <= 100.0f) xs.push_back(x);
+  }
+  while (xs.size() % 8 != 0) xs.push_back(0.5f);
+  int64_t differ = 0;
+  for (size_t i = 0; i < xs.size(); i += 8) {
+    alignas(32) float out[8];
+    _mm256_store_ps(out, cpu::avx2::exp8(_mm256_loadu_ps(xs.data() + i)));
+    for (size_t l = 0; l < 8; ++l) {
+      const float want = exp_ref(xs[i + l]);
+      differ += std::bit_cast<uint32_t>(out[l]) != std::bit_cast<uint32_t>(want);
+      if (differ == 1 && std::bit_cast<uint32_t>(out[l]) != std::bit_cast<uint32_t>(want))
+        ADD_FAILURE() << "exp8(" << xs[i + l] << ") = " << out[l] << ", exp_ref " << want;
+    }
+  }
+  EXPECT_EQ(differ, 0) << "of " << xs.size() << " values";
+}
+#endif
 
 // float32 GELU (vectorised where AVX2 is built in) against the float64
 // formula: within a few float roundings of the value and of the gradient.
@@ -100,7 +132,7 @@ TEST(CpuVecMath, AttentionSoftmaxMatchesDouble) {
       out(Shape{b, t, c}, DType::F32);
   Rng rng(9, 2);
   for (int64_t i = 0; i < qkv.count(); ++i) qkv.data<float>()[i] = float(-3 + 6 * rng.uniform());
-  attention_forward(qkv, heads, probs, out);
+  attention_forward(qkv, heads, heads, probs, out);
   const float* q = qkv.data<float>();
   for (int64_t i = 0; i < t; ++i) {
     std::vector<double> s(size_t(i + 1));

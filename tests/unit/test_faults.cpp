@@ -221,6 +221,58 @@ TEST_F(Faults, SignalsAreRaisedOnceAtTheirStep) {
   sigaction(SIGUSR1, &old, nullptr);
 }
 
+// A crash at start-up (before training) on the job's Nth start: STEP counts the
+// starts of a Slurm job (SLURM_RESTART_COUNT + 1), so a requeued job crashes
+// once, at the restart the test names, and starts normally at the next.
+TEST_F(Faults, StartupCrashFiresOnTheNamedStartOfTheJob) {
+  std::vector<Fault> f = parse_faults("segv@startup:0:2,abort@startup:1,exit@startup");
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(f[0].kind, FaultKind::Segv);
+  EXPECT_EQ(f[0].point, FaultPoint::Startup);
+  EXPECT_EQ(f[0].rank, 0);
+  EXPECT_EQ(f[0].step, 2);
+  for (const char* bad : {"sigusr1@startup", "stall@startup", "sleep=5@startup", "enospc@startup"})
+    EXPECT_THROW(parse_faults(bad), UserError) << bad;
+  EXPECT_EQ(parse_faults("segv@backward:1:3").size(), 1u);  // segv goes wherever the signals go
+
+  const char* saved = std::getenv("SLURM_RESTART_COUNT");
+  const std::string restore = saved ? saved : "";
+  unsetenv("SLURM_RESTART_COUNT");
+  EXPECT_EQ(job_start_number(), 1);  // outside Slurm: the first start
+  setenv("SLURM_RESTART_COUNT", "0", 1);
+  EXPECT_EQ(job_start_number(), 1);
+  setenv("SLURM_RESTART_COUNT", "3", 1);
+  EXPECT_EQ(job_start_number(), 4);
+  setenv("SLURM_RESTART_COUNT", "x", 1);
+  EXPECT_EQ(job_start_number(), 1);
+
+  // Not on the first start, nor on another rank; on start 2 rank 0 dies of SIGSEGV (the
+  // default action, after any handler that returns), having said why.
+  setenv("SLURM_RESTART_COUNT", "0", 1);
+  install("segv@startup:0:2", 0);
+  EXPECT_EQ(fault_at(FaultPoint::Startup), 0);
+  setenv("SLURM_RESTART_COUNT", "1", 1);
+  install("segv@startup:0:2", 1);
+  EXPECT_EQ(fault_at(FaultPoint::Startup), 0);
+  install("segv@startup:0:2", 0);
+  EXPECT_EQ(fault_at(FaultPoint::Step), 0);  // another point
+  EXPECT_EXIT(
+      {
+        struct sigaction sa {};
+        sa.sa_handler = [](int) {};  // returns, as a handler written for a real fault does
+        sigaction(SIGSEGV, &sa, nullptr);
+        fault_at(FaultPoint::Startup);
+      },
+      ::testing::KilledBySignal(SIGSEGV),
+      "rank 0: HPCTRAIN_FAULT=segv@startup:0:2: crashing \\(SIGSEGV\\) at start-up \\(start 2 of the job\\)");
+  setenv("SLURM_RESTART_COUNT", "2", 1);
+  EXPECT_EQ(fault_at(FaultPoint::Startup), 0);  // the next restart starts normally
+  if (saved)
+    setenv("SLURM_RESTART_COUNT", restore.c_str(), 1);
+  else
+    unsetenv("SLURM_RESTART_COUNT");
+}
+
 // ENOSPC at each point of the write: IoError naming the path, no temporary
 // file, and the complete checkpoint already under that name still reads.
 TEST_F(Faults, CheckpointWriteDiskFullKeepsThePreviousFile) {

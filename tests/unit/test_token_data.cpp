@@ -57,6 +57,7 @@ struct TokenSpec {
   std::vector<uint16_t> tokens;
   double vocab = 256;  // < 0: no vocab_size attribute
   bool chunked = false;
+  std::vector<uint32_t> wide{};  // non-empty: these, stored as uint32, instead of `tokens`
 };
 
 // Writes the given token datasets (uint16, contiguous unless chunked) into `path`.
@@ -73,10 +74,16 @@ void write_tokens(const std::string& path, const std::vector<TokenSpec>& specs) 
       hsize_t chunk[1] = {7};  // odd on purpose: windows straddle chunks
       H5Pset_chunk(dcpl.id(), 1, chunk);
     }
-    H5Handle d = H5Handle::dataset(
-        H5Dcreate2(file.id(), s.name.c_str(), H5T_STD_U16LE, space.id(), lcpl.id(), dcpl.id(), H5P_DEFAULT));
+    const bool wide = !s.wide.empty();
+    if (wide) dims[0] = s.wide.size();
+    if (wide) space = H5Handle::space(H5Screate_simple(1, dims, nullptr));
+    H5Handle d = H5Handle::dataset(H5Dcreate2(file.id(), s.name.c_str(), wide ? H5T_STD_U32LE : H5T_STD_U16LE,
+                                              space.id(), lcpl.id(), dcpl.id(), H5P_DEFAULT));
     ASSERT_TRUE(d.valid()) << s.name;
-    H5Dwrite(d.id(), H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.tokens.data());
+    if (wide)
+      H5Dwrite(d.id(), H5T_NATIVE_UINT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.wide.data());
+    else
+      H5Dwrite(d.id(), H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, s.tokens.data());
     if (s.vocab >= 0) {
       H5Handle as = H5Handle::space(H5Screate(H5S_SCALAR));
       H5Handle a =
@@ -130,6 +137,40 @@ TEST(TokenData, WindowsHoldTheTokensAndTheirSuccessors) {
         }
     }
   }
+}
+
+// uint32 ids (vocabularies above 65,536, e.g. Llama 3's 128,256), mapped and through H5Dread.
+TEST(TokenData, Uint32IdsAboveSixteenBits) {
+  TempDir dir;
+  const int64_t t = 4, n = 21;
+  std::vector<uint32_t> tokens;
+  for (int64_t k = 0; k < n; ++k) tokens.push_back(static_cast<uint32_t>((k * 40009) % 128256));
+  tokens[3] = 128255;
+  for (bool chunked : {false, true}) {
+    const std::string path = dir.file(chunked ? "wide_chunked.h5" : "wide.h5");
+    write_tokens(path, {{"/train/tokens", {}, 128256, chunked, tokens}});
+    TokenDataset ds(path, "train", t);
+    EXPECT_EQ(ds.token_type(), hpc::data::TokenType::U32);
+    EXPECT_EQ(ds.mapped(), !chunked);
+    EXPECT_EQ(ds.vocab(), 128256);
+    const std::vector<int64_t> idx = {0, 4, 2};
+    Tensor x(Shape{3, t}, DType::F32), y(Shape{3, t}, DType::I32);
+    ds.gather(idx.data(), 3, x, y);
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < t; ++j) {
+        EXPECT_EQ(x.data<float>()[i * t + j],
+                  static_cast<float>(tokens[static_cast<size_t>(idx[i] * t + j)]));
+        EXPECT_EQ(y.data<int32_t>()[i * t + j],
+                  static_cast<int32_t>(tokens[static_cast<size_t>(idx[i] * t + j + 1)]));
+      }
+    EXPECT_NE(ds.describe().find("(uint32)"), std::string::npos) << ds.describe();
+  }
+  const std::string small = dir.file("small.h5");
+  write_tokens(small, {{"/train/tokens", {}, 128255, false, tokens}});
+  EXPECT_EQ(error_of([&] { TokenDataset(small, "train", t); }),
+            "data file '" + small +
+                "': /train/tokens: token 128255 at index 3 is outside [0, 128255) (the vocab_size "
+                "attribute of /train/tokens)");
 }
 
 TEST(TokenData, InputsOfWindowsAreDisjointAndCoverTheStream) {
@@ -283,7 +324,7 @@ TEST(TokenData, BadFilesAreOneLineNamingFileAndProblem) {
                                                lcpl.id(), H5P_DEFAULT, H5P_DEFAULT));
   }
   EXPECT_EQ(error_of([&] { TokenDataset(floats, "train", 2); }),
-            "data file '" + floats + "': /train/tokens is float32; tokens must be uint16 or int32");
+            "data file '" + floats + "': /train/tokens is float32; tokens must be uint16, uint32 or int32");
   EXPECT_EQ(error_of([&] { TokenDataset(floats, "val", 2); }),
             "data file '" + floats + "': /val/tokens has 2 dimensions; tokens must be 1-D");
   EXPECT_NE(error_of([&] { TokenDataset(dir.file("missing.h5"), "train", 2); }).find("missing.h5"),

@@ -1,16 +1,16 @@
 // CPU core ops (ops.def): OpenBLAS for GEMM (oneDNN's matmul for the float32
 // shapes where it measured faster: cpu/onednn.h), plain loops (auto-vectorised
-// at -O3) for the rest, the bias loops also compiled for AVX-512 (cpu/simd.h).
-// Reductions accumulate in double so that a global gradient norm does not
-// depend on the summation order more than it must.
+// at -O3) for the rest, the bias loops from the kernel table (isa/kernel_table.h,
+// where they have AVX-512 bodies). Reductions accumulate in double so that a
+// global gradient norm does not depend on the summation order more than it must.
 #include <cblas.h>
 
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
+#include "backend/cpu/isa/generic.h"
+#include "backend/cpu/isa/kernel_table.h"
 #include "backend/cpu/onednn.h"
-#include "backend/cpu/simd.h"
 #include "backend/dispatch.h"
 #include "backend/ops_impl.h"
 
@@ -109,98 +109,23 @@ void scale(const Tensor& x, double alpha) {
   });
 }
 
-// Reductions keep LANES independent partial sums (a fixed order, so the result
-// is the same on every run) which the compiler can map onto vector registers;
-// a single running sum would serialise on the add latency. 16 doubles are four
-// AVX2 accumulators, enough to hide the FMA latency: a gradient norm over the
-// mlp preset's 670k parameters takes 65 µs instead of 117 µs with 8.
-namespace {
-constexpr int64_t LANES = 16;
-
-template <typename T, typename F>
-double reduce(const T* p, int64_t n, F term) {
-  double acc[LANES] = {};
-  int64_t i = 0;
-  for (; i + LANES <= n; i += LANES)
-    for (int64_t j = 0; j < LANES; ++j) acc[j] += term(double(p[i + j]));
-  for (; i < n; ++i) acc[0] += term(double(p[i]));
-  double s = 0;
-  for (double a : acc) s += a;
-  return s;
-}
-}  // namespace
-
 double sum_squares(const Tensor& x) {
   return dispatch_float(x.dtype(), "sum_squares", [&]<typename T>() {
-    return reduce(x.data<T>(), x.count(), [](double v) { return v * v; });
+    return generic::reduce16(x.data<T>(), x.count(), [](double v) { return v * v; });
   });
 }
 
 double sum(const Tensor& x) {
   return dispatch_float(x.dtype(), "sum", [&]<typename T>() {
-    return reduce(x.data<T>(), x.count(), [](double v) { return v; });
+    return generic::reduce16(x.data<T>(), x.count(), [](double v) { return v; });
   });
 }
-
-namespace {
-
-// The bias loops, one source for both bodies (simd.h): the float32 ones also
-// compile for AVX-512, where the same additions per element and the same
-// per-channel sums (rows in order; a run's LANES partial sums) give the same bits.
-template <typename T>
-[[gnu::always_inline]] inline void add_bias_loops(T* y, const T* b, int64_t rows, int64_t channels,
-                                                  int64_t spatial) {
-  if (spatial == 1) {  // a fully connected layer's [N, J]: vectorise along the row, not over one element
-    for (int64_t r = 0; r < rows; ++r) {
-      T* row = y + r * channels;
-      for (int64_t c = 0; c < channels; ++c) row[c] += b[c];
-    }
-    return;
-  }
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < channels; ++c) {
-      T* run = y + (r * channels + c) * spatial;
-      for (int64_t s = 0; s < spatial; ++s) run[s] += b[c];
-    }
-}
-
-// acc[c] += the sum of channel c's gradients. Rows outer, contiguous runs
-// inner: streams through dy once; each run is summed in double with reduce()'s
-// independent partial sums (a serial sum over a convolution's H·W run was 5%
-// of a cnn step).
-template <typename T>
-[[gnu::always_inline]] inline void bias_sums(const T* g, double* acc, int64_t rows, int64_t channels,
-                                             int64_t spatial) {
-  if (spatial == 1) {  // [N, J]: the same sums in the same order, vectorised across channels
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* row = g + r * channels;
-      for (int64_t c = 0; c < channels; ++c) acc[c] += double(row[c]);
-    }
-    return;
-  }
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < channels; ++c)
-      acc[c] += reduce(g + (r * channels + c) * spatial, spatial, [](double v) { return v; });
-}
-
-HPC_AVX512 void add_bias_avx512(float* y, const float* b, int64_t rows, int64_t channels, int64_t spatial) {
-  add_bias_loops(y, b, rows, channels, spatial);
-}
-
-HPC_AVX512 void bias_sums_avx512(const float* g, double* acc, int64_t rows, int64_t channels,
-                                 int64_t spatial) {
-  bias_sums(g, acc, rows, channels, spatial);
-}
-
-}  // namespace
 
 void add_bias(const Tensor& y, const Tensor& bias, int64_t channels, int64_t spatial) {
   HPC_ASSERT(bias.count() == channels && y.count() % (channels * spatial) == 0, "add_bias: shapes");
   dispatch_float(y.dtype(), "add_bias", [&]<typename T>() {
-    auto* loops = add_bias_loops<T>;
-    if constexpr (std::is_same_v<T, float>)
-      if (simd::avx512()) loops = add_bias_avx512;
-    loops(y.data<T>(), bias.data<T>(), y.count() / (channels * spatial), channels, spatial);
+    kernel_table<T>().bias_add_rows(y.data<T>(), bias.data<T>(), y.count() / (channels * spatial), channels,
+                                    spatial);
   });
 }
 
@@ -208,10 +133,8 @@ void bias_grad(const Tensor& dy, const Tensor& dbias, int64_t channels, int64_t 
   HPC_ASSERT(dbias.count() == channels && dy.count() % (channels * spatial) == 0, "bias_grad: shapes");
   dispatch_float(dy.dtype(), "bias_grad", [&]<typename T>() {
     std::vector<double> acc(static_cast<size_t>(channels), 0.0);  // per channel in double
-    auto* sums = bias_sums<T>;
-    if constexpr (std::is_same_v<T, float>)
-      if (simd::avx512()) sums = bias_sums_avx512;
-    sums(dy.data<T>(), acc.data(), dy.count() / (channels * spatial), channels, spatial);
+    kernel_table<T>().bias_sums(dy.data<T>(), acc.data(), dy.count() / (channels * spatial), channels,
+                                spatial);
     T* db = dbias.data<T>();
     for (int64_t c = 0; c < channels; ++c) db[c] += static_cast<T>(acc[static_cast<size_t>(c)]);
   });

@@ -1,17 +1,13 @@
-// CPU losses: one call of the shared per-row math (kernels/loss_math.h)
-// per sample, accumulated in double; rows past n_valid are padding and get
-// a zero gradient so the caller never has to clear them.
-//
-// Float32 cross-entropy rows take their exps from vec_math.h's exp8 instead
-// (two double exps per logit were ~1.5% of a gpt-small step, vocabulary
-// 256): one float exp per logit, summed in double with eight fixed partial
-// sums, and the gradient from those exps divided by their total.
+// CPU losses: one call of the per-row math per sample, accumulated in double;
+// rows past n_valid are padding and get a zero gradient so the caller never
+// has to clear them. Cross-entropy rows are the kernel table's
+// (isa/kernel_table.h: kernels/loss_math.h's formulas, in float32 with one
+// float exp per logit); the squared error is kernels/loss_math.h's row.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 
-#include "backend/cpu/vec_math.h"
+#include "backend/cpu/isa/kernel_table.h"
 #include "backend/dispatch.h"
 #include "backend/ops_impl.h"
 #include "kernels/loss_math.h"
@@ -26,45 +22,6 @@ void zero_rows(const Tensor& t, int64_t from, int64_t width) {
   const int64_t rows = t.count() / width;
   if (from < rows) std::memset(static_cast<char*>(t.raw()) + from * row_bytes, 0, (rows - from) * row_bytes);
 }
-
-#if HPC_CPU_VEC_EXP
-// kernels::softmax_xent_row<double> for a float32 row, the exps in float: the
-// same loss and gradient to float precision (relative ~1e-7).
-double xent_row_f32(const float* z, int64_t k, int32_t label, double smoothing, double grad_scale,
-                    float* dz) {
-  float m = z[0];
-  for (int64_t j = 1; j < k; ++j) m = z[j] > m ? z[j] : m;
-  const __m256 shift = _mm256_set1_ps(m);
-  __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();  // the exps' eight partial sums
-  double sum_z = 0;
-  for (int64_t j = 0; j < k; j += 8) {
-    const int64_t n = std::min<int64_t>(8, k - j);
-    const __m256 x = n == 8 ? _mm256_loadu_ps(z + j) : load_partial(z + j, n);
-    __m256 e = exp8(_mm256_sub_ps(x, shift));
-    if (n < 8) {  // the padded lanes add nothing
-      const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-      e = _mm256_and_ps(e, _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), lane)));
-    }
-    if (dz != nullptr) n == 8 ? _mm256_storeu_ps(dz + j, e) : store_partial(dz + j, e, n);
-    lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
-    hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
-    for (int64_t i = 0; i < n; ++i) sum_z += double(z[j + i]);
-  }
-  alignas(32) double part[8];
-  _mm256_store_pd(part, lo);
-  _mm256_store_pd(part + 4, hi);
-  double sum_exp = 0;
-  for (double p : part) sum_exp += p;
-  const double lse = double(m) + std::log(sum_exp);
-  const double off = smoothing / double(k), on = 1 - smoothing;
-  if (dz != nullptr) {
-    const double inv = 1 / sum_exp;
-    for (int64_t j = 0; j < k; ++j) dz[j] = float(grad_scale * (double(dz[j]) * inv - off));
-    dz[label] = float(double(dz[label]) - grad_scale * on);
-  }
-  return lse - on * double(z[label]) - off * sum_z;
-}
-#endif
 
 }  // namespace
 
@@ -84,15 +41,11 @@ ClassifyStats softmax_cross_entropy(const Tensor& logits, const Tensor& labels, 
                       ")");
   ClassifyStats st;
   dispatch_float(logits.dtype(), "softmax_cross_entropy", [&]<typename T>() {
+    const KernelTable<T>& table = kernel_table<T>();
     for (int64_t i = 0; i < n_valid; ++i) {
       const T* z = logits.data<T>() + i * k;
       T* dz = dlogits.defined() ? dlogits.data<T>() + i * k : nullptr;
-#if HPC_CPU_VEC_EXP
-      if constexpr (std::is_same_v<T, float>)
-        st.loss_sum += xent_row_f32(z, k, lab[i], label_smoothing, grad_scale, dz);
-      else
-#endif
-        st.loss_sum += kernels::softmax_xent_row<double>(z, k, lab[i], label_smoothing, grad_scale, dz);
+      st.loss_sum += table.xent_row(z, k, lab[i], label_smoothing, grad_scale, dz);
       const int64_t rank = kernels::label_rank(z, k, lab[i]);
       st.correct1 += rank < 1;
       if (count_top5) st.correct5 += rank < 5;

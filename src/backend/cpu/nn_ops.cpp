@@ -1,14 +1,10 @@
 // CPU activations, dropout and pooling: plain loops over contiguous memory
 // that -O3 vectorises. The activation is chosen once per call (a switch
-// outside the loop), never per element. GELU in float32 goes through the
-// vectorised exp of vec_math.h (the same formula as kernels/activation_math.h
-// otherwise), 16 lanes at a time where the CPU has AVX-512 (simd.h: the same
-// operations lane by lane as the 8-lane body, so the same bits).
+// outside the loop), never per element. GELU runs in the kernel table
+// (isa/kernel_table.h): its exp is worth hand-written vector bodies.
 #include <cstring>
-#include <type_traits>
 
-#include "backend/cpu/simd.h"
-#include "backend/cpu/vec_math.h"
+#include "backend/cpu/isa/kernel_table.h"
 #include "backend/dispatch.h"
 #include "backend/ops_impl.h"
 #include "kernels/activation_math.h"
@@ -62,81 +58,6 @@ void max_pool_2x2(const T* in, int64_t width, int64_t ho, int64_t wo, T* out, in
   }
 }
 
-#if HPC_CPU_VEC_EXP
-// kernels::gelu_forward / gelu_backward, 8 floats at a time, with exp8.
-void gelu_forward_f32(const float* x, float* y, int64_t n) {
-  const __m256 k = _mm256_set1_ps(float(kernels::GELU_SQRT_2_OVER_PI)),
-               c = _mm256_set1_ps(float(kernels::GELU_CUBIC));
-  const __m256 one = _mm256_set1_ps(1.0f), minus_two = _mm256_set1_ps(-2.0f);
-  map8(x, y, n, [&](__m256 v) {
-    const __m256 u = _mm256_mul_ps(k, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_mul_ps(c, v), v), v, v));
-    return _mm256_div_ps(v, _mm256_add_ps(one, exp8(_mm256_mul_ps(minus_two, u))));
-  });
-}
-
-void gelu_backward_f32(const float* x, const float* dy, float* dx, int64_t n) {
-  const __m256 k2 = _mm256_set1_ps(float(-2 * kernels::GELU_SQRT_2_OVER_PI));
-  const __m256 k = _mm256_set1_ps(float(kernels::GELU_SQRT_2_OVER_PI)),
-               c = _mm256_set1_ps(float(kernels::GELU_CUBIC));
-  const __m256 c3 = _mm256_set1_ps(float(3 * kernels::GELU_CUBIC));
-  const __m256 one = _mm256_set1_ps(1.0f), two = _mm256_set1_ps(2.0f);
-  map8(x, dy, dx, n, [&](__m256 v, __m256 g) {
-    const __m256 v2 = _mm256_mul_ps(v, v);
-    const __m256 s = _mm256_div_ps(
-        one, _mm256_add_ps(one, exp8(_mm256_mul_ps(k2, _mm256_fmadd_ps(_mm256_mul_ps(c, v2), v, v)))));
-    const __m256 du = _mm256_mul_ps(k, _mm256_fmadd_ps(c3, v2, one));
-    const __m256 slope =
-        _mm256_mul_ps(_mm256_mul_ps(_mm256_mul_ps(two, v), s), _mm256_mul_ps(_mm256_sub_ps(one, s), du));
-    return _mm256_mul_ps(g, _mm256_add_ps(s, slope));
-  });
-}
-
-#if HPC_SIMD_AVX512
-// The two bodies above in 16 lanes; the tail through masked loads and stores
-// (zeros in the unused lanes, as load_partial pads).
-HPC_AVX512 __m512 gelu16(__m512 v) {
-  const __m512 k = _mm512_set1_ps(float(kernels::GELU_SQRT_2_OVER_PI)),
-               c = _mm512_set1_ps(float(kernels::GELU_CUBIC));
-  const __m512 u = _mm512_mul_ps(k, _mm512_fmadd_ps(_mm512_mul_ps(_mm512_mul_ps(c, v), v), v, v));
-  return _mm512_div_ps(v,
-                       _mm512_add_ps(_mm512_set1_ps(1.0f), exp16(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u))));
-}
-
-HPC_AVX512 __m512 gelu_grad16(__m512 v, __m512 g) {
-  const __m512 k2 = _mm512_set1_ps(float(-2 * kernels::GELU_SQRT_2_OVER_PI));
-  const __m512 k = _mm512_set1_ps(float(kernels::GELU_SQRT_2_OVER_PI)),
-               c = _mm512_set1_ps(float(kernels::GELU_CUBIC));
-  const __m512 c3 = _mm512_set1_ps(float(3 * kernels::GELU_CUBIC));
-  const __m512 one = _mm512_set1_ps(1.0f), two = _mm512_set1_ps(2.0f);
-  const __m512 v2 = _mm512_mul_ps(v, v);
-  const __m512 s = _mm512_div_ps(
-      one, _mm512_add_ps(one, exp16(_mm512_mul_ps(k2, _mm512_fmadd_ps(_mm512_mul_ps(c, v2), v, v)))));
-  const __m512 du = _mm512_mul_ps(k, _mm512_fmadd_ps(c3, v2, one));
-  const __m512 slope =
-      _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(two, v), s), _mm512_mul_ps(_mm512_sub_ps(one, s), du));
-  return _mm512_mul_ps(g, _mm512_add_ps(s, slope));
-}
-
-HPC_AVX512 void gelu_forward_avx512(const float* x, float* y, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, gelu16(_mm512_loadu_ps(x + i)));
-  if (i == n) return;
-  const __mmask16 m = __mmask16((1u << (n - i)) - 1);
-  _mm512_mask_storeu_ps(y + i, m, gelu16(_mm512_maskz_loadu_ps(m, x + i)));
-}
-
-HPC_AVX512 void gelu_backward_avx512(const float* x, const float* dy, float* dx, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(dx + i, gelu_grad16(_mm512_loadu_ps(x + i), _mm512_loadu_ps(dy + i)));
-  if (i == n) return;
-  const __mmask16 m = __mmask16((1u << (n - i)) - 1);
-  _mm512_mask_storeu_ps(dx + i, m,
-                        gelu_grad16(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, dy + i)));
-}
-#endif
-#endif
-
 }  // namespace
 
 void activation_forward(kernels::ActivationKind act, const Tensor& x, const Tensor& y) {
@@ -147,19 +68,7 @@ void activation_forward(kernels::ActivationKind act, const Tensor& x, const Tens
         map_unary<T>(x, y, [](T v) { return kernels::relu_forward(v); });
         break;
       case kernels::ActivationKind::Gelu:
-#if HPC_CPU_VEC_EXP
-        if constexpr (std::is_same_v<T, float>) {
-#if HPC_SIMD_AVX512
-          if (simd::avx512()) {
-            gelu_forward_avx512(x.data<float>(), y.data<float>(), y.count());
-            break;
-          }
-#endif
-          gelu_forward_f32(x.data<float>(), y.data<float>(), y.count());
-          break;
-        }
-#endif
-        map_unary<T>(x, y, [](T v) { return kernels::gelu_forward(v); });
+        kernel_table<T>().gelu_forward(x.data<T>(), y.data<T>(), y.count());
         break;
       case kernels::ActivationKind::Tanh:
         map_unary<T>(x, y, [](T v) { return kernels::tanh_forward(v); });
@@ -178,19 +87,7 @@ void activation_backward(kernels::ActivationKind act, const Tensor& x, const Ten
         map_binary<T>(x, dy, dx, [](T v, T g) { return kernels::relu_backward(v, g); });
         break;
       case kernels::ActivationKind::Gelu:
-#if HPC_CPU_VEC_EXP
-        if constexpr (std::is_same_v<T, float>) {
-#if HPC_SIMD_AVX512
-          if (simd::avx512()) {
-            gelu_backward_avx512(x.data<float>(), dy.data<float>(), dx.data<float>(), dx.count());
-            break;
-          }
-#endif
-          gelu_backward_f32(x.data<float>(), dy.data<float>(), dx.data<float>(), dx.count());
-          break;
-        }
-#endif
-        map_binary<T>(x, dy, dx, [](T v, T g) { return kernels::gelu_backward(v, g); });
+        kernel_table<T>().gelu_backward(x.data<T>(), dy.data<T>(), dx.data<T>(), dx.count());
         break;
       case kernels::ActivationKind::Tanh:
         map_binary<T>(y, dy, dx, [](T v, T g) { return kernels::tanh_backward(v, g); });
@@ -251,18 +148,20 @@ void max_pool_forward(const Tensor& x, const kernels::PoolShape& g, const Tensor
       const T* in = x.data<T>() + p * plane;
       T* out = y.data<T>() + p * ho * wo;
       int32_t* arg = argmax.data<int32_t>() + p * ho * wo;
-      if (g.kernel == 2 && g.stride == 2) {
+      if (g.kernel == 2 && g.stride == 2 && g.pad == 0) {
         max_pool_2x2(in, g.width, ho, wo, out, arg);
         continue;
       }
       for (int64_t oh = 0; oh < ho; ++oh)
         for (int64_t ow = 0; ow < wo; ++ow) {
-          int64_t best = oh * g.stride * g.width + ow * g.stride;
-          for (int64_t ki = 0; ki < g.kernel; ++ki) {
-            const int64_t row = (oh * g.stride + ki) * g.width + ow * g.stride;
-            for (int64_t kj = 0; kj < g.kernel; ++kj)
-              if (in[row + kj] > in[best]) best = row + kj;
-          }
+          // The window clipped to the image: padding never wins.
+          const int64_t top = oh * g.stride - g.pad, left = ow * g.stride - g.pad;
+          const int64_t y0 = std::max<int64_t>(top, 0), y1 = std::min(top + g.kernel, g.height);
+          const int64_t x0 = std::max<int64_t>(left, 0), x1 = std::min(left + g.kernel, g.width);
+          int64_t best = y0 * g.width + x0;
+          for (int64_t r = y0; r < y1; ++r)
+            for (int64_t c = x0; c < x1; ++c)
+              if (in[r * g.width + c] > in[best]) best = r * g.width + c;
           out[oh * wo + ow] = in[best];
           arg[oh * wo + ow] = static_cast<int32_t>(best);
         }

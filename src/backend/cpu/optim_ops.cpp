@@ -1,13 +1,11 @@
 // CPU optimizer update: one plain loop per rule over the range, calling the
 // element functions of kernels/optim_math.h (the same ones the CUDA kernels
 // call). The coefficients are built once per call, outside the loop, so the
-// loop body is pure T arithmetic and vectorises at -O3. The float32 Adam
-// loop also has an AVX-512 body (cpu/simd.h: the same source, the same bits).
+// loop body is pure T arithmetic and vectorises at -O3. Adam's loop is the
+// kernel table's (isa/kernel_table.h), where it has an AVX-512 body.
 #include "backend/ops_impl.h"
 
-#include <type_traits>
-
-#include "backend/cpu/simd.h"
+#include "backend/cpu/isa/kernel_table.h"
 #include "backend/dispatch.h"
 #include "core/error.h"
 #include "kernels/optim_math.h"
@@ -21,17 +19,6 @@ void check_operand(const Tensor& t, const Tensor& params, const char* what) {
   HPC_ASSERT(t.dtype() == params.dtype() && t.device() == params.device() && t.count() == params.count(),
              std::string("optim_update: ") + what + " " + t.shape().str() + " " + dtype_name(t.dtype()) +
                  " does not match params " + params.shape().str() + " " + dtype_name(params.dtype()));
-}
-
-template <typename T>
-[[gnu::always_inline]] inline void adam_loop(T* p, T* a, T* b, const T* g, int64_t count,
-                                             const kernels::AdamCoeffs<T>& c) {
-  for (int64_t i = 0; i < count; ++i) kernels::adam_update(p[i], a[i], b[i], g[i], c);
-}
-
-HPC_AVX512 void adam_loop_avx512(float* p, float* a, float* b, const float* g, int64_t count,
-                                 const kernels::AdamCoeffs<float>& c) {
-  adam_loop(p, a, b, g, count, c);
 }
 
 }  // namespace
@@ -65,9 +52,7 @@ void optim_update(const OptimHyper& h, bool decay, const Tensor& params, const T
     T* b = state_b.data<T>() + offset;
     const auto c =
         kernels::make_adam_coeffs<T>(h.lr, h.beta1, h.beta2, h.eps, wd, h.rule == OptimRule::ADAMW, h.step);
-    if constexpr (std::is_same_v<T, float>)
-      if (simd::avx512()) return adam_loop_avx512(p, a, b, g, count, c);
-    adam_loop(p, a, b, g, count, c);
+    kernel_table<T>().adam(p, a, b, g, count, c);
   });
 }
 

@@ -14,7 +14,7 @@ constexpr SwitchSpec SWITCHES[] = {
     {Switch::Layout, "HPCTRAIN_CPU_LAYOUT", "nchw", "every activation in plain NCHW"},
     {Switch::Fuse, "HPCTRAIN_CPU_FUSE", "none", "every relu as its own pass"},
     {Switch::Gemm, "HPCTRAIN_CPU_GEMM", "openblas", "every float32 GEMM in OpenBLAS"},
-    {Switch::Isa, "HPCTRAIN_CPU_ISA", "avx2", "the AVX2 bodies of the per-element loops"},
+    {Switch::Isa, "HPCTRAIN_CPU_ISA", "avx2", "the avx2 kernel table, not the avx512 one"},
 };
 
 }  // namespace
