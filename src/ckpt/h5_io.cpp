@@ -170,7 +170,7 @@ void TensorWriter::write(const Tensor& values) {
   std::vector<hsize_t> start(dims_.size(), 0);
   bool first = true;
   select_run(space.id(), dims_, 0, start, static_cast<hsize_t>(written_),
-             static_cast<hsize_t>(written_ + values.count()), first, what_);
+             static_cast<hsize_t>(written_) + static_cast<hsize_t>(values.count()), first, what_);
   const auto n = static_cast<hsize_t>(values.count());
   H5Handle memory = H5Handle::space(h5_check(H5Screate_simple(1, &n, nullptr), what_));
   h5_check(H5Dwrite(dataset_.id(), H5T_NATIVE_FLOAT, memory.id(), space.id(), H5P_DEFAULT, values.raw()),

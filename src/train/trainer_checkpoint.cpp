@@ -319,8 +319,8 @@ void Trainer::report_save_memory(size_t rss_before, double seconds) {
   const SaveMemory mine{static_cast<double>(std::max(peak_rss_bytes(), rss_before) - rss_before) / 1048576.0};
   const std::vector<SaveMemory> all = gather_from_ranks(ctx_.host_comm(), mine);
   if (!ctx_.is_root()) return;
-  std::vector<double> extra;
-  for (const SaveMemory& m : all) extra.push_back(m.peak_mb);
+  std::vector<double> extra(all.size());
+  for (size_t r = 0; r < all.size(); ++r) extra[r] = all[r].peak_mb;
   double others = 0;
   for (size_t r = 1; r < extra.size(); ++r) others = std::max(others, extra[r]);
   char line[160];
