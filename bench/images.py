@@ -60,7 +60,7 @@ def main():
     seconds = 3 if a.quick else a.seconds
     cores = os.cpu_count()
     tmp = tempfile.mkdtemp(prefix="hpctrain-images-")
-    rows, notes = [], [core_note]
+    notes = [core_note]
     try:
         folder = os.path.join(tmp, "folder")
         run([PY, os.path.join(ROOT, "tests", "e2e", "make_image_folder.py"), folder, "--size", "500", "375",

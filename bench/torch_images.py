@@ -72,7 +72,6 @@ def train(a):
     while step < a.steps:
         sampler.set_epoch(epoch)
         for x, y in dl:
-            t = time.perf_counter()
             opt.zero_grad()
             loss_fn(net(x), y).backward()
             opt.step()

@@ -17,7 +17,7 @@ namespace hpc::nn {
 
 // A preset and its shape options (the model.* options of the same names).
 struct PresetOptions {
-  std::string preset = "cnn";            // simplenet | mlp | lenet5 | cnn | resnet20 | resnet50 | gpt-… | llama-…
+  std::string preset = "cnn";  // simplenet | mlp | lenet5 | cnn | resnet20 | resnet50 | gpt-… | llama-…
   std::vector<int> hidden = {512, 512};  // mlp widths
   // Language-model presets (gpt-tiny | gpt-small | gpt2-124m | llama-tiny |
   // llama-small | tinyllama-1.1b | llama3.2-1b): 0 means "the preset's value".

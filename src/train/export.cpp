@@ -119,8 +119,9 @@ std::vector<std::string> export_hf(const ModelSource& src, const nn::Model& mode
   std::vector<std::string> files =
       write_weight_files(dir, arrays, {{"format", "pt"}}, dtype, static_cast<uint64_t>(max_shard_mb * 1e6));
   write_text_file(dir + "/config.json", hf_config_json(g));
-  files.push_back("config.json");
-  if (!src.tokenizer_bytes.empty()) {  // the tokenizer the weights came with (or were trained on) travels with them
+  files.emplace_back("config.json");
+  if (!src.tokenizer_bytes
+           .empty()) {  // the tokenizer the weights came with (or were trained on) travels with them
     write_text_file(dir + "/" + src.tokenizer_file, src.tokenizer_bytes);
     files.push_back(src.tokenizer_file);
   }

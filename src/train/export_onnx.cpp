@@ -179,7 +179,7 @@ class Emitter {
                     positions = int64_t(named(a, "positions", double(context)));
       context_ = context;
       seq_ = node("Gather", {node("Shape", {x}), ints({1})});  // [1]: the input's seq length
-      const std::string tok =
+      std::string tok =
           node("Gather", {init(prefix + "token"), x}, [](onnx::NodeProto* n) { attr_i(n, "axis", 0); });
       if (positions == 0) return tok;
       return node("Add", {tok, rows(init(prefix + "position"), seq_)});

@@ -66,8 +66,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
           if (v.is_string()) meta_[k] = v.get<std::string>();
       continue;
     }
+    const std::string& tensor = name;  // clang 14 cannot capture a structured binding
     const auto bad = [&](const std::string& why) {
-      throw UserError(what + ": tensor '" + name + "' " + why);
+      throw UserError(what + ": tensor '" + tensor + "' " + why);
     };
     if (!t.is_object() || !t.contains("dtype") || !t.contains("shape") || !t.contains("data_offsets"))
       bad("lacks dtype, shape or data_offsets");

@@ -199,7 +199,8 @@ int sample_command(const Config& cfg) {
     const int64_t vocab = model->output_shape()[1];
     std::unique_ptr<Codec> codec;
     if (!src.tokenizer_bytes.empty()) {
-      std::unique_ptr<text::Tokenizer> t = text::Tokenizer::from_bytes(src.tokenizer_bytes, src.tokenizer_origin);
+      std::unique_ptr<text::Tokenizer> t =
+          text::Tokenizer::from_bytes(src.tokenizer_bytes, src.tokenizer_origin);
       codec = std::make_unique<TokenizerCodec>(std::move(t), vocab, src.tokenizer_origin);
     } else {
       codec = std::make_unique<ByteCodec>();

@@ -21,7 +21,7 @@ namespace {
 std::string lm_spec_text(const ModelConfig& m) {
   if (!m.spec.empty()) return m.spec;
   if (!nn::is_language_preset(m.preset) && !m.init.empty()) {
-    const std::string from_init = hf_init_spec(m.init, m.context);
+    std::string from_init = hf_init_spec(m.init, m.context);
     if (!from_init.empty()) return from_init;
   }
   return nn::preset_spec(m, 0);

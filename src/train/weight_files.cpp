@@ -39,7 +39,7 @@ WeightFiles::WeightFiles(const std::string& path) : path_(path) {
     if (!fs::exists(path)) throw UserError("'" + path + "': no such file or directory");
     files_.push_back(std::make_unique<SafetensorsFile>(path));
   } else {
-    const std::string dir = path;
+    const std::string& dir = path;
     if (fs::exists(dir + "/config.json")) config_ = read_text(dir + "/config.json");
     if (fs::exists(dir + "/model.safetensors")) {
       files_.push_back(std::make_unique<SafetensorsFile>(dir + "/model.safetensors"));
@@ -152,7 +152,7 @@ std::vector<std::string> write_weight_files(const std::string& dir, const std::v
   std::error_code ignored;
   if (shards.size() == 1) {
     write_safetensors(dir + "/model.safetensors", arrays, meta, dtype);
-    written.push_back("model.safetensors");
+    written.emplace_back("model.safetensors");
     fs::remove(dir + "/" + INDEX, ignored);
   } else {
     nlohmann::ordered_json index;
@@ -163,7 +163,7 @@ std::vector<std::string> write_weight_files(const std::string& dir, const std::v
       std::snprintf(name, sizeof name, "model-%05zu-of-%05zu.safetensors", k + 1, shards.size());
       write_safetensors(dir + "/" + name, shards[k], meta, dtype);
       for (const NamedArray& a : shards[k]) map[a.name] = name;
-      written.push_back(name);
+      written.emplace_back(name);
     }
     index["weight_map"] = map;
     write_text_file(dir + "/" + INDEX, index.dump(2) + "\n");

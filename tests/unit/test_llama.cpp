@@ -329,7 +329,8 @@ TEST(LlamaPresets, Errors) {
   EXPECT_THROW(preset_spec(cfg, 256), UserError);  // 64 not a multiple of 3
   auto layer_error = [](const std::string& spec, const char* needle) {
     try {
-      Model("embed(10,16,4,positions=0) " + spec + " rmsnorm lm_head(10)", Shape{4}, DType::F32, 1);
+      const Model model("embed(10,16,4,positions=0) " + spec + " rmsnorm lm_head(10)", Shape{4}, DType::F32,
+                        1);
       ADD_FAILURE() << spec << " accepted";
     } catch (const UserError& e) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();

@@ -49,7 +49,7 @@ TransformerBlock::TransformerBlock(Family family, const LayerArgs& args) : famil
   const bool llama = family == Family::Llama;
   std::vector<std::string> names = {"heads", "kv_heads", "ffn", "layers", "recompute"};
   if (llama)
-    for (const char* n : {"theta", "eps", "linear", "llama3", "low", "high", "orig"}) names.push_back(n);
+    for (const char* n : {"theta", "eps", "linear", "llama3", "low", "high", "orig"}) names.emplace_back(n);
   ArgReader r(args, names);
   text_ = r.text();
   heads_ = r.required_int("heads", 1);
@@ -199,7 +199,7 @@ void TransformerBlock::backward(const Tensor& x, const Tensor&, const Tensor& dy
 }
 
 void TransformerBlock::decode(const Tensor& x, const Tensor& y, int64_t pos, const RunCtx& ctx) {
-  const Shape rows = x.shape();
+  const Shape& rows = x.shape();
   const Device dev = x.device();
   const Tensor a1 = scratch(a1_, rows, dtype_, dev), h1 = scratch(h1_, rows, dtype_, dev);
   const Tensor a2 = scratch(a2_, rows, dtype_, dev);

@@ -138,7 +138,7 @@ struct AttnConfig {
 class Attention final : public Layer {
  public:
   explicit Attention(const LayerArgs& args);
-  Attention(AttnConfig cfg, std::string text) : text_(std::move(text)), cfg_(cfg) {}
+  Attention(const AttnConfig& cfg, std::string text) : text_(std::move(text)), cfg_(cfg) {}
   std::string spec() const override;
   Shape build(const Shape& in, DType dtype) override;
   std::vector<ParamSpec> param_specs() const override;
