@@ -42,6 +42,7 @@ UnitPlan plan_of(const nn::Model& m, int64_t unit = 0, int64_t keep = 0, bool pr
 
 // Plays the programs of one training step (or an evaluation forward) against the plan's buffers.
 struct Checker {
+  Checker(const UnitPlan& p, const nn::Model& m) : plan(p), model(m) {}
   const UnitPlan& plan;
   const nn::Model& model;
   std::map<int, int> param_holder, grad_holder;  // buffer -> unit
@@ -95,7 +96,9 @@ struct Checker {
     for (const nn::ParamSlot& s : model.layer_params(i)) {
       const int w = plan.unit_at(s.offset);
       EXPECT_EQ(ready.count(w), 1u) << "layer " << i << " runs without unit " << w;
-      if (backward) EXPECT_EQ(staged.count(w), 1u) << "layer " << i << " writes unit " << w << " unstaged";
+      if (backward) {
+        EXPECT_EQ(staged.count(w), 1u) << "layer " << i << " writes unit " << w << " unstaged";
+      }
     }
   }
   void forward(bool training) {
