@@ -151,9 +151,9 @@ void select_run(hid_t space, const std::vector<hsize_t>& dims, size_t d, std::ve
 }  // namespace
 
 TensorWriter::TensorWriter(hid_t loc, const std::string& name, const Shape& shape, const std::string& what)
-    : what_(what + ": dataset " + name) {
-  dims_ = shape.dims().empty() ? std::vector<hsize_t>{1}
-                               : std::vector<hsize_t>(shape.dims().begin(), shape.dims().end());
+    : what_(what + ": dataset " + name),
+      dims_(shape.dims().empty() ? std::vector<hsize_t>{1}
+                                 : std::vector<hsize_t>(shape.dims().begin(), shape.dims().end())) {
   H5Handle space = H5Handle::space(
       h5_check(H5Screate_simple(static_cast<int>(dims_.size()), dims_.data(), nullptr), what_));
   H5Handle lcpl = H5Handle::plist(h5_check(H5Pcreate(H5P_LINK_CREATE), what_));

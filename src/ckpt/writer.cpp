@@ -149,7 +149,8 @@ void write_checkpoint(const std::string& path, const Checkpoint& c, FlatSource* 
   HPC_ASSERT(source != nullptr || (c.params.defined() && c.params.dtype() == DType::F32),
              "checkpoint parameters must be float32");
   HeldSource held(c);
-  FlatSource& flat = source != nullptr ? *source : held;
+  FlatSource* const from = source != nullptr ? source : &held;
+  FlatSource& flat = *from;
   // Whatever stops the write part way, the flat datasets' senders get rid of what they still send.
   struct DrainOnFailure {
     FlatSource& flat;
@@ -201,7 +202,8 @@ void write_checkpoint(const std::string& path, const Checkpoint& c, FlatSource* 
       h5::TensorWriter all(f, name, Shape{n}, what);
       size_t next = 0;  // the first tensor not yet complete
       for (int64_t begin = 0; begin < n; begin += chunk_elems) {
-        const Tensor part = chunk.slice(0, Shape{std::min(chunk_elems, n - begin)});
+        const Shape piece{std::min(chunk_elems, n - begin)};
+        const Tensor part = chunk.slice(0, piece);
         flat.read(k, begin, part);
         all.write(part);
         for (size_t i = next; per_tensor && i < tensors.size(); ++i) {  // entries in offset order

@@ -260,6 +260,7 @@ void UnitPlan::build_units(const nn::Model& model) {
       for (const nn::ParamInfo& p : model.param_info())
         if (p.layer == i && (largest == nullptr || p.shape.count() > largest->shape.count())) largest = &p;
       const double b = options_.bytes_per_elem;
+      HPC_ASSERT(largest != nullptr, "a layer with parameters has no largest tensor");
       throw UserError(options_.unit_option + " is smaller than layer " + std::to_string(i) + " " +
                       model.layer_spec(i) + " (" + mib(static_cast<double>(own) * b) +
                       " of parameters; its largest tensor " + largest->name + " " + largest->shape.str() +

@@ -12,7 +12,7 @@
 // or bucketed, kept units or none, prefetch on and off, accumulation over two
 // micro-steps (the whole-size accumulation buffer). An evaluation forward
 // after every step must give the replicated logits too.
-#include <cstring>
+#include <bit>
 #include <memory>
 
 #include "backend/ops.h"
@@ -120,16 +120,17 @@ Result train(const Case& c, const Setting& s) {
     if (s.mode == Mode::Replicated) model.zero_grads();
     for (int m = 0; m < s.accum; ++m) {
       const bool last = m + 1 == s.accum;
-      fill_input(c, x, static_cast<uint64_t>((step * s.accum + m) * world + rank));
+      const int64_t micro = int64_t{step} * s.accum + m;
+      fill_input(c, x, static_cast<uint64_t>(micro * world + rank));
       hpc::nn::RunCtx rc;
       rc.training = true;
       rc.rank = rank;
-      rc.step = static_cast<uint64_t>(step * s.accum + m);
+      rc.step = static_cast<uint64_t>(micro);
       rc.sum_over_replicas = hpc::dist::replica_sum(comm());
       const Tensor& y = model.forward(x, rc);
       Tensor dy(y.shape(), DType::F32);
       fill_input(Case{"", Shape{}, 0}, dy,
-                 static_cast<uint64_t>(1000 + (step * s.accum + m) * world + rank));  // floats
+                 static_cast<uint64_t>(1000 + micro * world + rank));  // floats
       if (reducer && last) {
         reducer->begin();
         model.backward(dy, rc, [&](int64_t f) { reducer->on_ready(f); });
@@ -143,7 +144,7 @@ Result train(const Case& c, const Setting& s) {
     opt->step(params, grads, 1e-2);
     if (sharded && s.mode == Mode::GradsOnly) sharded->start_param_allgather();
     // Evaluation (stage 3: its own program, everything freed after).
-    fill_input(c, x, static_cast<uint64_t>(5000 + step));
+    fill_input(c, x, static_cast<uint64_t>(5000) + static_cast<uint64_t>(step));
     hpc::nn::RunCtx eval;
     eval.training = false;
     res.logits.push_back(copy_of(model.forward(x, eval)));
@@ -162,7 +163,8 @@ Result train(const Case& c, const Setting& s) {
 int64_t differing(const Tensor& a, const Tensor& b) {
   if (a.count() != b.count()) return -1;
   int64_t n = 0;
-  for (int64_t i = 0; i < a.count(); ++i) n += std::memcmp(a.data<float>() + i, b.data<float>() + i, 4) != 0;
+  for (int64_t i = 0; i < a.count(); ++i)
+    n += std::bit_cast<uint32_t>(a.data<float>()[i]) != std::bit_cast<uint32_t>(b.data<float>()[i]);
   return n;
 }
 
