@@ -220,13 +220,17 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 
 # ---- workflows -------------------------------------------------------------
 DEMO_DIR ?= $(BUILD)/demo
+# The workflows build on every core unless the caller gave -j (a plain `make test`
+# on a fresh machine would otherwise compile one file at a time).
+NPROC := $(shell nproc 2>/dev/null || echo 1)
+BUILD_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
 # The demo builds only what it runs (the tests build with `make test`).
 demo: deps
-	@$(MAKE) --no-print-directory $(BUILD)/hpctrain $(BUILD)/hpcdata
+	@$(MAKE) --no-print-directory $(BUILD_JOBS) $(BUILD)/hpctrain $(BUILD)/hpcdata
 	@scripts/demo.sh $(DEMO_DIR)
 
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory $(BUILD_JOBS) all
 	@tests/gen_ctest.sh $(BUILD) > $(BUILD)/CTestTestfile.cmake
 	@cd $(BUILD) && ctest --output-on-failure --timeout 1800 $(CTEST_ARGS)
 
