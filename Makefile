@@ -13,6 +13,7 @@
 .DEFAULT_GOAL := all
 
 BUILD      ?= build
+FUZZ_BUILD ?= build-fuzz
 MPICXX     ?= mpicxx
 CUDA_HOME  ?= /usr/local/cuda
 CUDA_ARCH  ?= 80 90
@@ -31,12 +32,16 @@ HDF5_LIBS   := $(shell pkg-config --libs hdf5 2>/dev/null)
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null)
 BOOST_PO    := $(wildcard /usr/include/boost/program_options.hpp)
-# Tokenizers (src/text/): PCRE2 for the pre-tokenizer regexes, libsentencepiece, nlohmann's JSON.
+# Tokenizers (src/text/): PCRE2 for the pre-tokenizer regexes, libsentencepiece; nlohmann's JSON
+# (tokenizer.json, safetensors headers, config.json, the shard index).
 PCRE2_LIBS  := $(shell pkg-config --libs libpcre2-8 2>/dev/null)
 # libsentencepiece goes only into a plugin (src/text/sentencepiece_api.h says why).
 SPM_LIBS    := $(wildcard /usr/lib/*/libsentencepiece.so /usr/lib/libsentencepiece.so)
 JSON_H      := $(wildcard /usr/include/nlohmann/json.hpp)
 GTEST       := $(wildcard /usr/include/gtest/gtest.h)
+# Image folders (hpcdata pack --from image-folder, the loader's decoding): libjpeg-turbo's
+# libjpeg API and TurboJPEG, and libpng.
+IMAGE_LIBS  := $(and $(wildcard /usr/include/jpeglib.h),$(wildcard /usr/include/turbojpeg.h),$(shell pkg-config --exists libpng && echo png))
 HAVE_NVCC   := $(wildcard $(NVCC))
 # oneDNN (Debian libdnnl-dev): the CPU convolutions; without it they run on im2col + GEMM.
 DNNL_HOME   ?= /usr
@@ -50,13 +55,13 @@ VERSION     := $(shell cat VERSION 2>/dev/null || echo 0.0.0)
 WARN     := -Wall -Wextra -Wno-restrict
 CPPFLAGS := -Isrc -I. $(MPI_CFLAGS) $(HDF5_CFLAGS) $(BLAS_CFLAGS) \
             -DOMPI_SKIP_MPICXX=1 -DMPICH_SKIP_MPICXX=1
-# The version strings go only into the two files that print them, so a new commit
-# does not change every object's command line (and ccache keeps its hits).
+# The version strings go into one file (config/version.cpp: hpctrain_version(),
+# hpctrain_commit()), so a new commit does not change every object's command line
+# (and ccache keeps its hits).
 VERSION_DEFS := -DHPCTRAIN_VERSION='"$(VERSION)"' -DHPCTRAIN_COMMIT='"$(GIT_COMMIT)"'
-VERSION_OBJS := $(BUILD)/obj/src/config/version.o $(BUILD)/obj/src/doctor/versions.o \
-  $(BUILD)/obj/data_tools/hpcdata.o $(BUILD)/obj/src/train/trainer_checkpoint.o
+VERSION_OBJS := $(BUILD)/obj/src/config/version.o $(FUZZ_BUILD)/obj/src/config/version.o
 $(VERSION_OBJS): CPPFLAGS += $(VERSION_DEFS)
-# ...and those files are rebuilt when the commit changes: the stamp is rewritten
+# ...and that file is rebuilt when the commit changes: the stamp is rewritten
 # only when its text differs, so an unchanged commit rebuilds nothing.
 $(VERSION_OBJS): $(BUILD)/version.stamp
 $(BUILD)/version.stamp: version-check
@@ -68,7 +73,7 @@ version-check:
 # IEEE semantics change: no -ffast-math, results stay bitwise reproducible).
 CXXFLAGS ?= -O3 -g -fno-math-errno $(ARCH_FLAGS)
 CXXFLAGS += -std=c++20 -pthread $(WARN) -MMD -MP
-LDLIBS   := $(MPI_LIBS) $(HDF5_LIBS) $(BLAS_LIBS) -lboost_program_options -lz $(PCRE2_LIBS) -ldl -pthread
+LDLIBS   := $(MPI_LIBS) $(HDF5_LIBS) $(BLAS_LIBS) -lboost_program_options -lz $(PCRE2_LIBS) -lturbojpeg -ljpeg -lpng -ldl -pthread
 # ONNX export (hpctrain export --format onnx) with Debian's libonnx-dev, whose
 # generated headers need libprotobuf-dev; without them the build works and
 # that format is a one-line error. Only export_onnx.cpp sees the define.
@@ -130,8 +135,8 @@ all: check-deps summary $(BINS) $(TEST_BIN) $(MPI_TEST_BIN) $(BENCH_BIN)
 summary:
 	@echo "hpctrain $(VERSION) ($(GIT_COMMIT)) build summary:"
 	@echo "  $(call have,$(ONNX_H)) ONNX export (libonnx-dev + libprotobuf-dev)"
-	@echo "  $(call have,$(MPI_LIBS)) MPI ($(MPICXX))   $(call have,$(HDF5_LIBS)) HDF5   $(call have,$(BLAS_LIBS)) OpenBLAS   $(call have,$(BOOST_PO)) Boost.Program_options   $(call have,$(GTEST)) GoogleTest"
-	@echo "  $(call have,$(PCRE2_LIBS)) PCRE2   $(call have,$(SPM_LIBS)) SentencePiece   $(call have,$(JSON_H)) nlohmann-json (tokenizers)"
+	@echo "  $(call have,$(MPI_LIBS)) MPI ($(MPICXX))   $(call have,$(HDF5_LIBS)) HDF5   $(call have,$(BLAS_LIBS)) OpenBLAS   $(call have,$(BOOST_PO)) Boost.Program_options   $(call have,$(GTEST)) GoogleTest   $(call have,$(IMAGE_LIBS)) JPEG/PNG"
+	@echo "  $(call have,$(PCRE2_LIBS)) PCRE2   $(call have,$(SPM_LIBS)) SentencePiece   $(call have,$(JSON_H)) nlohmann-json (tokenizers, safetensors, config.json)"
 	@echo "  $(if $(filter 1,$(CUDA)),✓ CUDA ($(NVCC), arch $(CUDA_ARCH)),✗ CUDA (CPU-only build))   ARCH_FLAGS=$(ARCH_FLAGS)"
 	@echo "  $(if $(filter 1,$(DNNL)),✓ oneDNN (CPU convolutions, large float32 GEMMs),✗ oneDNN (CPU convolutions on the im2col + GEMM fallback: install libdnnl-dev or run 'make deps'))"
 
@@ -145,11 +150,21 @@ check-deps:
 	@$(if $(PCRE2_LIBS),,echo "missing PCRE2: install libpcre2-dev (or run 'make deps')"; exit 2)
 	@$(if $(SPM_LIBS),,echo "missing SentencePiece: install libsentencepiece-dev (or run 'make deps')"; exit 2)
 	@$(if $(JSON_H),,echo "missing nlohmann-json: install nlohmann-json3-dev (or run 'make deps')"; exit 2)
+	@$(if $(IMAGE_LIBS),,echo "missing libjpeg-turbo or libpng: install libjpeg-dev libturbojpeg0-dev libpng-dev (or run 'make deps')"; exit 2)
 
 deps:
 	@scripts/install-deps.sh
 
 $(BUILD)/obj/src/train/export_onnx.o: CPPFLAGS += $(if $(ONNX_H),-DHPCTRAIN_ONNX=1 -DONNX_ML=1 -DONNX_NAMESPACE=onnx)
+
+# src/train/model.py (the model.py of `hpctrain export --format torch`) stays a Python file; its
+# text reaches model_py.cpp as a raw string literal made here (tests/e2e/model_py.sh checks
+# that the delimiter never occurs in it).
+$(BUILD)/gen/train/model_py.inc: src/train/model.py
+	@mkdir -p $(@D)
+	@{ printf 'R"HPCTRAIN_PY('; cat $<; printf ')HPCTRAIN_PY"\n'; } > $@
+$(BUILD)/obj/src/train/model_py.o: $(BUILD)/gen/train/model_py.inc
+$(BUILD)/obj/src/train/model_py.o: CPPFLAGS += -I$(BUILD)/gen
 
 $(BUILD)/obj/%.o: %.cpp
 	@mkdir -p $(@D)
@@ -205,13 +220,17 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIB)
 
 # ---- workflows -------------------------------------------------------------
 DEMO_DIR ?= $(BUILD)/demo
+# The workflows build on every core unless the caller gave -j (a plain `make test`
+# on a fresh machine would otherwise compile one file at a time).
+NPROC := $(shell nproc 2>/dev/null || echo 1)
+BUILD_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
 # The demo builds only what it runs (the tests build with `make test`).
 demo: deps
-	@$(MAKE) --no-print-directory $(BUILD)/hpctrain $(BUILD)/hpcdata
+	@$(MAKE) --no-print-directory $(BUILD_JOBS) $(BUILD)/hpctrain $(BUILD)/hpcdata
 	@scripts/demo.sh $(DEMO_DIR)
 
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory $(BUILD_JOBS) all
 	@tests/gen_ctest.sh $(BUILD) > $(BUILD)/CTestTestfile.cmake
 	@cd $(BUILD) && ctest --output-on-failure --timeout 1800 $(CTEST_ARGS)
 
@@ -276,7 +295,6 @@ $(BUILD)/tests/sanitizers/%: $(BUILD)/obj/tests/sanitizers/%.o $(LIB)
 # instrumented for coverage, ASan and UBSan. `make test` replays every corpus and
 # regression input through the same target sources built by mpicxx with a plain main()
 # ($(BUILD)/tests/fuzz_replay_*; tests/e2e/fuzz_regress.sh), so it needs no clang.
-FUZZ_BUILD   ?= build-fuzz
 FUZZ_CXX     ?= clang++
 FUZZ_SECONDS ?= 30
 FUZZ_SEED    ?= 0

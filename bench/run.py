@@ -8,8 +8,10 @@ Everything is measured in this one run, on this machine:
      rank; runs interleaved (A B A B …) and the median of the repetitions kept.
      BatchNorm per rank on both sides (hpctrain --model.sync_bn false): DDP's
      BatchNorm2d is not synchronised, and gloo has no SyncBatchNorm
-  2. GPT (gpt-small) tokens/s against the same model in PyTorch, and model
-     FLOPs utilisation of both against this machine's sgemm peak
+  2. GPT (gpt-small) and Llama (llama-small) tokens/s against the same
+     models in PyTorch, and model FLOPs utilisation of both against this
+     machine's sgemm peak; hpctrain sample's tokens/s with and without the
+     key/value cache (bench/sample_kv.sh)
   3. compute efficiency: every model's training step in GFLOP/s (counted
      FLOPs) against the sgemm peak, and the mlp step against sgemm at its
      own GEMM shapes
@@ -263,8 +265,8 @@ def parse_allreduce(text, ranks):
     return rows
 
 
-def bench_gpt(build, reps, steps, batch):
-    """gpt-small on 1 and 2 ranks: hpctrain (bench_gpt) and PyTorch (torch_gpt.py), interleaved."""
+def bench_gpt(build, reps, steps, batch, preset="gpt-small"):
+    """A language-model preset on 1 and 2 ranks: hpctrain (bench_gpt) and PyTorch (torch_gpt.py), interleaved."""
     exe = os.path.join(build, "bench", "bench_gpt")
     if not os.path.exists(exe):
         return {}
@@ -273,13 +275,13 @@ def bench_gpt(build, reps, steps, batch):
         ours, theirs = [], []
         try:
             for _ in range(reps):
-                out = mpirun(ranks, [exe, str(steps), str(batch), "gpt-small"], timeout=300)
+                out = mpirun(ranks, [exe, str(steps), str(batch), preset], timeout=300)
                 ours.append(json.loads(out.strip().splitlines()[-1]))
-                out = mpirun(ranks, [PY, os.path.join(ROOT, "bench", "torch_gpt.py"), "--preset", "gpt-small",
+                out = mpirun(ranks, [PY, os.path.join(ROOT, "bench", "torch_gpt.py"), "--preset", preset,
                                      "--batch", str(batch), "--steps", str(steps)], timeout=300)
                 theirs.append(json.loads(out.strip().splitlines()[-1]))
         except Exception as e:  # report, never lose the rest of the run
-            print(f"  gpt-small  {ranks} rank(s): failed: {e}", flush=True)
+            print(f"  {preset}  {ranks} rank(s): failed: {e}", flush=True)
             continue
         mid = sorted(ours, key=lambda r: r["tokens_per_s"])[len(ours) // 2]
         t = statistics.median(r["tokens_per_s"] for r in theirs)
@@ -287,7 +289,7 @@ def bench_gpt(build, reps, steps, batch):
         results[ranks] = {"hpctrain": mid["tokens_per_s"], "pytorch": t, "mfu": mid["mfu"],
                           "mfu_pytorch": mid["mfu"] * t / mid["tokens_per_s"], "sgemm": mid["sgemm_gflops"]}
         r = results[ranks]
-        print(f"  gpt-small  {ranks} rank(s): hpctrain {r['hpctrain']:9.0f}  pytorch {t:9.0f} tokens/s  "
+        print(f"  {preset}  {ranks} rank(s): hpctrain {r['hpctrain']:9.0f}  pytorch {t:9.0f} tokens/s  "
               f"ratio {r['hpctrain'] / t:.2f}  MFU {100 * r['mfu']:.1f}% vs {100 * r['mfu_pytorch']:.1f}%",
               flush=True)
     return results
@@ -314,7 +316,15 @@ def allreduce_ratio(text):
     return tuple(float(g) for g in m.groups()) if m else None
 
 
-def targets(training, gpt, mlp_text, allreduce_text):
+def sample_kv(build):
+    """hpctrain sample's tokens/s with and without the key/value cache (bench/sample_kv.sh), or its failure."""
+    try:
+        return run(["bash", os.path.join(ROOT, "bench", "sample_kv.sh"), build], timeout=1200)
+    except Exception as e:
+        return f"(failed: {e})"
+
+
+def targets(training, gpt, mlp_text, allreduce_text, llama=None):
     """(target, measured, met) rows for the issue's figures."""
     rows = []
     for model, want in (("mlp", 2.0), ("cnn", 2.0), ("resnet20", 2.0)):
@@ -340,9 +350,10 @@ def targets(training, gpt, mlp_text, allreduce_text):
             ceiling = f" ({100 * two['hpctrain'] / two['pair']:.0f}% of the 2-independent-process ceiling)" \
                 if "pair" in two else ""
             rows.append((f"weak scaling 1 -> 2 ranks >= 90%, {model}", f"{100 * e:.0f}%{ceiling}", e >= 0.9))
-    for ranks, g in sorted(gpt.items()):
-        ratio = g["hpctrain"] / g["pytorch"]
-        rows.append((f"gpt-small, {ranks} rank(s): >= 1.5x PyTorch tokens/s", f"{ratio:.2f}x", ratio >= 1.5))
+    for name, runs in (("gpt-small", gpt), ("llama-small", llama or {})):
+        for ranks, g in sorted(runs.items()):
+            ratio = g["hpctrain"] / g["pytorch"]
+            rows.append((f"{name}, {ranks} rank(s): >= 1.5x PyTorch tokens/s", f"{ratio:.2f}x", ratio >= 1.5))
     return rows
 
 
@@ -375,10 +386,15 @@ def main():
     print("== training throughput (samples/s, median of interleaved runs)", flush=True)
     training = bench_training(args.build, models, reps, steps_for, tmp, pair=not args.smoke)
 
-    gpt = {}
+    gpt, llama, kv = {}, {}, None
     if gpt_steps:
         print("== gpt-small (tokens/s, median of interleaved runs)", flush=True)
         gpt = bench_gpt(args.build, reps, gpt_steps, 8)
+        print("== llama-small (tokens/s, median of interleaved runs)", flush=True)
+        llama = bench_gpt(args.build, reps, gpt_steps, 8, "llama-small")
+        print("== hpctrain sample with and without the key/value cache", flush=True)
+        kv = sample_kv(args.build)
+        print(kv, flush=True)
 
     print("== compute efficiency (mlp step vs sgemm)", flush=True)
     mlp_steps = "5" if args.smoke else "100" if args.quick else "400"
@@ -407,17 +423,18 @@ def main():
         wait = loader_wait(args.build, 300)
         print(wait, flush=True)
 
-    write_report(args, models, training, gpt, mlp, allreduce_text, gloo_text, loader, wait, started)
+    write_report(args, models, training, gpt, mlp, allreduce_text, gloo_text, loader, wait, started, llama, kv)
     plots(args.out, training, allreduce_rows)
     print(f"wrote {args.out}/latest.md and plots in {time.time() - started:.0f} s")
 
 
-def write_report(args, models, training, gpt, mlp, allreduce_text, gloo_text, loader, wait, started):
-    lines = [f"# hpctrain benchmarks", "", f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
+def write_report(args, models, training, gpt, mlp, allreduce_text, gloo_text, loader, wait, started, llama=None,
+                 kv=None):
+    lines = ["# hpctrain benchmarks", "", f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}",
              f"- machine: {machine()}", f"- mode: {'quick' if args.quick else 'full'}", f"- {args.blas_note}", "",
              "```", versions(args.build),
              "```", ""]
-    rows = targets(training, gpt, mlp, allreduce_text)
+    rows = targets(training, gpt, mlp, allreduce_text, llama)
     if rows:
         lines += ["## Targets", "", "| target | measured | met |", "| --- | --- | --- |"]
         lines += [f"| {t} | {v} | {'yes' if ok else '**no**'} |" for t, v, ok in rows]
@@ -457,6 +474,16 @@ def write_report(args, models, training, gpt, mlp, allreduce_text, gloo_text, lo
                          f"{100 * g['mfu']:.1f}% | {100 * g['mfu_pytorch']:.1f}% | {g['sgemm']:.1f} |")
         lines += ["", "MFU = model FLOPs/s per rank (3 x forward, attention over the full T x T) / one-thread "
                   "sgemm GFLOP/s on 1024^3, measured in the same run."]
+    if llama:
+        lines += ["", "## Llama (llama-small: 4 layers, width 256, 4 heads / 2 kv heads, SwiGLU 768, context 128; "
+                  "batch 8 per rank, AdamW)", "",
+                  "| ranks | hpctrain tokens/s | PyTorch tokens/s | ratio | hpctrain MFU | PyTorch MFU | sgemm peak GFLOP/s/rank |",
+                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        for r, g in sorted(llama.items()):
+            lines.append(f"| {r} | {g['hpctrain']:.0f} | {g['pytorch']:.0f} | {g['hpctrain'] / g['pytorch']:.2f} | "
+                         f"{100 * g['mfu']:.1f}% | {100 * g['mfu_pytorch']:.1f}% | {g['sgemm']:.1f} |")
+    if kv:
+        lines += ["", "## hpctrain sample: key/value cache", "", "```", kv.strip(), "```"]
     lines += ["", "## Compute efficiency", ""]
     peak = next((g["sgemm"] for g in gpt.values()), None)
     flops_rows = [(m, r, v) for (m, r), v in sorted(training.items()) if (v["metrics"] or {}).get("forward_mflop")]

@@ -1,6 +1,8 @@
 #!/usr/bin/python3
 """PyTorch peer of bench/bench_gpt: the same GPT (hpctrain's gpt presets,
-layer for layer: pre-LN blocks, tanh GELU, tied output projection), batch,
+layer for layer: pre-LN blocks, tanh GELU, tied output projection) or Llama
+(llama-small: RMSNorm, rotary positions, grouped kv heads, SwiGLU, untied
+head, no biases; Hugging Face LlamaForCausalLM's equations), batch,
 random tokens and AdamW (weight decay 0.1 on the matrices only), one thread
 per rank, DistributedDataParallel over gloo when mpirun starts several
 ranks. Prints one JSON line (rank 0) with tokens/s and MFU against the
@@ -29,6 +31,8 @@ from torch_exit import leave_without_teardown
 
 PRESETS = {"gpt-tiny": (2, 2, 64, 64, 256), "gpt-small": (4, 4, 256, 128, 256),
            "gpt2-124m": (12, 12, 768, 1024, 50257)}
+# Llama presets: (layers, heads, kv_heads, width, ffn, context, vocab), as hpctrain's spec.cpp.
+LLAMA = {"llama-tiny": (2, 4, 2, 64, 192, 64, 256), "llama-small": (4, 4, 2, 256, 768, 128, 256)}
 
 
 class Block(nn.Module):
@@ -65,7 +69,82 @@ class Gpt(nn.Module):
         return self.lnf(x) @ self.wte.weight.t()  # tied output projection
 
 
+class RmsNorm(nn.Module):
+    def __init__(self, width, eps=1e-5):
+        super().__init__()
+        self.weight, self.eps = nn.Parameter(torch.ones(width)), eps
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self, heads, kv_heads, width, ffn):
+        super().__init__()
+        self.heads, self.kv_heads, d = heads, kv_heads, width // heads
+        self.ln1, self.ln2 = RmsNorm(width), RmsNorm(width)
+        self.q = nn.Linear(width, width, bias=False)
+        self.k, self.v = (nn.Linear(width, kv_heads * d, bias=False) for _ in range(2))
+        self.o = nn.Linear(width, width, bias=False)
+        self.gate, self.up = (nn.Linear(width, ffn, bias=False) for _ in range(2))
+        self.down = nn.Linear(ffn, width, bias=False)
+
+    def forward(self, x, mask, cos, sin):
+        b, t, c = x.shape
+        h, kv, d = self.heads, self.kv_heads, c // self.heads
+        a = self.ln1(x)
+        q = self.q(a).view(b, t, h, d).transpose(1, 2)
+        k, v = (z(a).view(b, t, kv, d).transpose(1, 2) for z in (self.k, self.v))
+        half = lambda z: torch.cat((-z[..., d // 2:], z[..., : d // 2]), dim=-1)
+        q, k = q * cos + half(q) * sin, k * cos + half(k) * sin
+        k, v = (z.repeat_interleave(h // kv, dim=1) for z in (k, v))
+        att = ((q @ k.transpose(-2, -1)) / math.sqrt(d)).masked_fill(mask, float("-inf")).softmax(-1)
+        x = x + self.o((att @ v).transpose(1, 2).reshape(b, t, c))
+        m = self.ln2(x)
+        return x + self.down(F.silu(self.gate(m)) * self.up(m))
+
+
+class Llama(nn.Module):
+    def __init__(self, layers, heads, kv_heads, width, ffn, context, vocab, theta=10000.0):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, width)
+        self.blocks = nn.ModuleList(LlamaBlock(heads, kv_heads, width, ffn) for _ in range(layers))
+        self.lnf = RmsNorm(width)
+        self.head = nn.Linear(width, vocab, bias=False)  # untied
+        d = width // heads
+        f = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+        angles = torch.arange(context, dtype=torch.float64)[:, None] * f[None, :]
+        self.cos, self.sin = (torch.cat((a, a), dim=-1).float() for a in (angles.cos(), angles.sin()))
+        self.mask = torch.ones(context, context, dtype=torch.bool).triu(1)
+
+    def forward(self, ids):
+        x = self.wte(ids)
+        for blk in self.blocks:
+            x = blk(x, self.mask, self.cos, self.sin)
+        return self.head(self.lnf(x))
+
+
+def shape_of(preset):
+    """(context, vocab) of a preset."""
+    if preset in LLAMA:
+        return LLAMA[preset][5], LLAMA[preset][6]
+    return PRESETS[preset][3], PRESETS[preset][4]
+
+
+def make_model(preset):
+    return Llama(*LLAMA[preset]) if preset in LLAMA else Gpt(*PRESETS[preset])
+
+
 def flops_per_token(preset):
+    if preset in LLAMA:  # hpctrain's count: q, k, v, o, scores and P·V over T×T, three MLP GEMMs; the head
+        layers, heads, kv, width, ffn, context, vocab = LLAMA[preset]
+        d = width // heads
+        return layers * (2 * width * (width + 2 * kv * d) + 4 * context * width + 2 * width * width +
+                         6 * width * ffn) + 2 * width * vocab
+    return gpt_flops_per_token(preset)
+
+
+def gpt_flops_per_token(preset):
     """Forward FLOPs per token as hpctrain counts them (Model::forward_flops / context):
     per layer qkv 6C², attention scores and P·V over the full T×T 4TC, proj 2C², MLP 16C²;
     the tied head 2CV."""
@@ -126,8 +205,8 @@ def main():
     world = int(os.environ.get("OMPI_COMM_WORLD_SIZE", 1))
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    layers, heads, width, context, vocab = PRESETS[args.preset]
-    model = Gpt(layers, heads, width, context, vocab)
+    context, vocab = shape_of(args.preset)
+    model = make_model(args.preset)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2 and "wte" not in n and "wpe" not in n]
     rest = [p for n, p in model.named_parameters() if not (p.dim() == 2 and "wte" not in n and "wpe" not in n)]
     if world > 1:

@@ -11,14 +11,15 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "image_folder.h"
 #include "pack.h"
 #include "text/stored.h"
 
 namespace hpc::data_tools {
 
 struct PackOptions {
-  std::string from;                     // mnist-idx | cifar10-bin | npy | csv | text
-  std::vector<std::string> inputs;      // DIR, or the input files
+  std::string from;                 // mnist-idx | cifar10-bin | npy | csv | text | tokens-bin | image-folder
+  std::vector<std::string> inputs;  // DIR, or the input files
   std::vector<std::string> val_inputs;  // --val: a separate validation input of the same kind
   std::string out;                      // output .h5
   bool force = false;
@@ -38,6 +39,7 @@ struct PackOptions {
   std::string layout = "auto";   // tokens-bin: auto | raw (nanoGPT) | llmc (headered shards)
   std::string doc_sep = "file";  // text with a tokenizer: a document is a file | a line
   int64_t threads = 0;           // text with a tokenizer: encoding threads (0: one per core)
+  ImageFolderOptions images;  // image-folder: --store, --size, --max-side, --quality, --threads, --on-error
 };
 
 // hpcdata pack: checks the options, then reads the input with the format's

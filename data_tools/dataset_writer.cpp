@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <vector>
@@ -68,6 +69,22 @@ bool sync_path(const std::string& path, int flags) {
   return ok;
 }
 
+// The errno of a failed write inside HDF5: its sec2 driver reports "file
+// write failed: …, errno = 28, error message = 'No space left on device'"
+// as the innermost message, which h5_check puts into ours. 0: none.
+int errno_in(const std::string& message) {
+  const size_t at = message.find("errno = ");
+  return at == std::string::npos ? 0 : std::atoi(message.c_str() + at + 8);
+}
+
+// A full disk or quota becomes its own error (exit 74); anything else is rethrown as it is.
+[[noreturn]] void rethrow_write_error(const UserError& e, const std::string& path, int err = 0) {
+  if (err == 0) err = errno_in(e.what());
+  if (err == ENOSPC) throw IoError("cannot write " + path + ": no space left on device (ENOSPC)");
+  if (err == EDQUOT) throw IoError("cannot write " + path + ": disk quota exceeded (EDQUOT)");
+  throw e;
+}
+
 }  // namespace
 
 DatasetWriter::DatasetWriter(std::string path, bool force) : path_(std::move(path)) {
@@ -95,8 +112,11 @@ DatasetWriter::DatasetWriter(std::string path, bool force) : path_(std::move(pat
 
 DatasetWriter::~DatasetWriter() {
   if (committed_) return;
+  // Closed without the warning a failing close prints: after a full disk they fail, and the
+  // error that brought us here has already said what went wrong.
+  for (auto& [name, o] : open_) o.dataset.close();
   open_.clear();
-  file_.reset();
+  file_.close();
   if (!tmp_path_.empty()) std::remove(tmp_path_.c_str());
 }
 
@@ -142,7 +162,31 @@ void DatasetWriter::write_rows(const std::string& name, int64_t first, int64_t c
   h5_check(H5Sselect_hyperslab(fspace.id(), H5S_SELECT_SET, start.data(), nullptr, dims.data(), nullptr),
            what);
   H5Handle mspace = H5Handle::space(h5_check(H5Screate_simple(o.shape.rank(), dims.data(), nullptr), what));
-  h5_check(H5Dwrite(o.dataset.id(), memory_type(o.dtype), mspace.id(), fspace.id(), H5P_DEFAULT, data), what);
+  try {
+    h5_check(H5Dwrite(o.dataset.id(), memory_type(o.dtype), mspace.id(), fspace.id(), H5P_DEFAULT, data),
+             what);
+  } catch (const UserError& e) {
+    rethrow_write_error(e, path_);
+  }
+}
+
+void DatasetWriter::write_i64(const std::string& name, const std::vector<int64_t>& values) {
+  HPC_ASSERT(!committed_ && file_.valid() && !values.empty(), "DatasetWriter::write_i64 " + name);
+  data::H5QuietErrors quiet;
+  const std::string what = "cannot write " + name + " to " + tmp_path_;
+  const hsize_t n = values.size();
+  H5Handle space = H5Handle::space(h5_check(H5Screate_simple(1, &n, nullptr), what));
+  H5Handle lcpl = H5Handle::plist(h5_check(H5Pcreate(H5P_LINK_CREATE), what));
+  h5_check(H5Pset_create_intermediate_group(lcpl.id(), 1), what);
+  H5Handle dset = H5Handle::dataset(h5_check(
+      H5Dcreate2(file_.id(), name.c_str(), H5T_STD_I64LE, space.id(), lcpl.id(), H5P_DEFAULT, H5P_DEFAULT),
+      what));
+  try {
+    h5_check(H5Dwrite(dset.id(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, values.data()), what);
+  } catch (const UserError& e) {
+    dset.close();  // quietly, as in the destructor
+    rethrow_write_error(e, path_);
+  }
 }
 
 void DatasetWriter::set_attr(const std::string& dataset, const std::string& attr, double value) {
@@ -178,15 +222,53 @@ void DatasetWriter::set_attr(const std::string& dataset, const std::string& attr
   h5_check(H5Awrite(a.id(), type.id(), value.c_str()), what);
 }
 
+void DatasetWriter::set_attr(const std::string& dataset, const std::string& attr,
+                             const std::vector<double>& values) {
+  data::H5QuietErrors quiet;
+  const std::string what = "cannot write attribute " + attr + " of " + dataset;
+  H5Handle obj = H5Handle::dataset(h5_check(H5Dopen2(file_.id(), dataset.c_str(), H5P_DEFAULT), what));
+  const hsize_t n = values.size();
+  H5Handle space = H5Handle::space(h5_check(H5Screate_simple(1, &n, nullptr), what));
+  H5Handle a = H5Handle::attr(h5_check(
+      H5Acreate2(obj.id(), attr.c_str(), H5T_IEEE_F64LE, space.id(), H5P_DEFAULT, H5P_DEFAULT), what));
+  h5_check(H5Awrite(a.id(), H5T_NATIVE_DOUBLE, values.data()), what);
+}
+
+void DatasetWriter::set_attr(const std::string& dataset, const std::string& attr,
+                             const std::vector<std::string>& values) {
+  data::H5QuietErrors quiet;
+  const std::string what = "cannot write attribute " + attr + " of " + dataset;
+  H5Handle obj = H5Handle::dataset(h5_check(H5Dopen2(file_.id(), dataset.c_str(), H5P_DEFAULT), what));
+  const hsize_t n = values.size();
+  H5Handle space = H5Handle::space(h5_check(H5Screate_simple(1, &n, nullptr), what));
+  H5Handle type = H5Handle::type(h5_check(H5Tcopy(H5T_C_S1), what));
+  h5_check(H5Tset_size(type.id(), H5T_VARIABLE), what);
+  h5_check(H5Tset_cset(type.id(), H5T_CSET_UTF8), what);
+  std::vector<const char*> ptrs;
+  ptrs.reserve(values.size());
+  for (const std::string& v : values) ptrs.push_back(v.c_str());
+  H5Handle a = H5Handle::attr(
+      h5_check(H5Acreate2(obj.id(), attr.c_str(), type.id(), space.id(), H5P_DEFAULT, H5P_DEFAULT), what));
+  h5_check(H5Awrite(a.id(), type.id(), ptrs.data()), what);
+}
+
 void DatasetWriter::commit() {
   HPC_ASSERT(!committed_ && file_.valid(), "DatasetWriter::commit twice");
-  {
+  try {
     data::H5QuietErrors quiet;
+    // Closing a dataset writes what HDF5 still buffers: its failure is the write's.
+    bool closed = true;
+    for (auto& [name, o] : open_) closed = o.dataset.close() >= 0 && closed;
     open_.clear();
-    if (file_.close() < 0) data::throw_h5_error("cannot finish writing " + tmp_path_);
+    if (file_.close() < 0 || !closed) data::throw_h5_error("cannot finish writing " + tmp_path_);
+  } catch (const UserError& e) {
+    rethrow_write_error(e, path_);
   }
-  if (!sync_path(tmp_path_, O_RDONLY))
-    throw UserError("cannot sync " + tmp_path_ + " to disk (" + std::strerror(errno) + ")");
+  if (!sync_path(tmp_path_, O_RDONLY)) {
+    const int err = errno;
+    rethrow_write_error(UserError("cannot sync " + tmp_path_ + " to disk (" + std::strerror(err) + ")"),
+                        path_, err);
+  }
   if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0)
     throw UserError("cannot rename " + tmp_path_ + " to " + path_ + " (" + std::strerror(errno) + ")");
   committed_ = true;

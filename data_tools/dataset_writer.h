@@ -1,4 +1,4 @@
-// DatasetWriter: writes an hpctrain dataset file (DESIGN.md "HDF5 layout")
+// DatasetWriter: writes an hpctrain dataset file (docs/data.md "HDF5 layout")
 // so that it can be memory-mapped and never exists half-written.
 //
 // - Datasets are contiguous (HDF5's default layout: no chunking, no filters),
@@ -11,11 +11,15 @@
 // - The output location is checked in the constructor, before the caller
 //   reads any input: an existing file without `force`, a missing or
 //   unwritable directory fail in milliseconds.
+// - A full disk or quota (ENOSPC, EDQUOT) at any write, the close or the
+//   fsync is an IoError (exit 74) naming the output; other failures stay
+//   UserErrors.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "data/h5_handle.h"
@@ -42,6 +46,11 @@ class DatasetWriter {
   void set_attr(const std::string& dataset, const std::string& attr, double value);
   void set_attr(const std::string& dataset, const std::string& attr, int64_t value);
   void set_attr(const std::string& dataset, const std::string& attr, const std::string& value);
+  // An attribute of several numbers (float64) or strings (variable-length, as h5py writes a list of str).
+  void set_attr(const std::string& dataset, const std::string& attr, const std::vector<double>& values);
+  void set_attr(const std::string& dataset, const std::string& attr, const std::vector<std::string>& values);
+  // A 1-D int64 dataset (offsets into a byte dataset) from memory.
+  void write_i64(const std::string& name, const std::vector<int64_t>& values);
 
   // Makes the file visible under its final name. Nothing may be written after.
   void commit();

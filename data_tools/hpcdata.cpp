@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "commands.h"
+#include "config/config.h"
 #include "core/error.h"
 
 namespace {
@@ -31,6 +32,8 @@ usage:
                [--tokenizer tokenizer.json|FILE.model [--doc-sep file|line] [--threads N]]
   hpcdata pack --from tokens-bin FILE... [--val FILE...] -o OUT.h5 [--vocab V] [--tokenizer NAME]
                [--layout auto|raw|llmc] [--val-fraction F] [--context T] [--force]
+  hpcdata pack --from image-folder DIR [--val DIR] -o OUT.h5 [--store jpeg|raw] [--size S|HxW]
+               [--max-side S] [--quality Q] [--threads N] [--on-error fail|skip] [--val-fraction F] [--force]
   hpcdata synth -o OUT.h5 [--samples N] [--val N] [--shape 1x28x28] [--classes K | --regression K]
                 [--dtype uint8|float32] [--noise S] [--seed S] [--force]
   hpcdata inspect FILE
@@ -77,6 +80,16 @@ pack --from tokens-bin FILE...
   told apart by the magic (--layout raw|llmc forces one). Ids must be < --vocab
   (default 50257, GPT-2); stored as uint16 with vocab_size and tokenizer (--tokenizer,
   default gpt2). /val as for text: the --val files or the last --val-fraction (0.05).
+pack --from image-folder DIR
+  Folders of JPEG/PNG files, one per class (DIR/CLASS/*.jpg, torchvision's ImageFolder);
+  classes sorted by name, their names in the y attribute 'classes'. --store jpeg (default):
+  the files' bytes in /train/images with an offsets index, decoded by hpctrain's loader
+  (samples of --size, default 224, unless training asks random_resized_crop:SIZE); with
+  --max-side S and/or --quality Q (default 90) every image is re-encoded as JPEG, its
+  longer side at most S. --store raw --size S|HxW: decoded, resized (PIL's bilinear) and
+  stored as uint8 [N,3,H,W]. Gray, CMYK, palette and alpha images become RGB. Mean and std
+  per channel of the training pixels. --threads (default: all cores) decode in parallel;
+  a file that is not an image ends the run, or is skipped and counted (--on-error skip).
 common pack options
   -o, --output FILE   the output
   --force             replace FILE if it exists
@@ -99,7 +112,7 @@ repack IN OUT
   compressed or big-endian files become memory-mappable); dtypes and attributes kept.
   OUT may equal IN (with --force).
 
-exit codes: 0 ok, 2 bad input or usage
+exit codes: 0 ok, 2 bad input or usage, 74 output disk full
 )";
 
 [[noreturn]] void usage_error(const std::string& msg) { throw UserError(msg + " (see hpcdata --help)"); }
@@ -165,7 +178,8 @@ bool output_option(const std::vector<std::string>& args, size_t& i, std::string&
   return true;
 }
 
-// Every pack option given must apply to the --from format (and --doc-sep, --threads to a tokenizer):
+// Every pack option given must apply to the --from format (and --doc-sep, and --threads of text, to a
+// tokenizer):
 // one that would be ignored is a usage error, never silently dropped.
 void check_applies(const std::vector<std::string>& given, const PackOptions& opt) {
   struct Rule {
@@ -185,7 +199,7 @@ void check_applies(const std::vector<std::string>& given, const PackOptions& opt
       {"--layout", {"tokens-bin"}},
       {"--tokenizer", {"text", "tokens-bin"}},
       {"--doc-sep", {"text"}},
-      {"--threads", {"text"}},
+      {"--threads", {"text", "image-folder"}},
   };
   for (const std::string& g : given)
     for (const Rule& r : rules) {
@@ -195,7 +209,7 @@ void check_applies(const std::vector<std::string>& given, const PackOptions& opt
         for (const std::string& f : r.formats) list += (list.empty() ? "" : " and ") + f;
         usage_error(g + " applies to pack --from " + list + " only");
       }
-      if ((g == "--doc-sep" || g == "--threads") && opt.tokenizer.empty())
+      if ((g == "--doc-sep" || (g == "--threads" && opt.from == "text")) && opt.tokenizer.empty())
         usage_error(g +
                     " applies to pack --from text with --tokenizer only (byte-level text has no documents)");
     }
@@ -205,6 +219,7 @@ int cmd_pack(const std::vector<std::string>& args) {
   PackOptions opt;
   bool in_val = false;             // positional arguments after --val belong to the validation input
   std::vector<std::string> given;  // the options on the command line, for check_applies
+  bool image_options = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (is_help(a)) {
@@ -257,19 +272,28 @@ int cmd_pack(const std::vector<std::string>& args) {
       opt.layout = option_value(args, i, "--layout");
     } else if (matches(a, "--std")) {
       opt.std = parse_double("--std", option_value(args, i, "--std"));
+    } else if (is_image_option(a.substr(0, a.find('=')))) {
+      const std::string name = a.substr(0, a.find('='));
+      set_image_option(name, option_value(args, i, name), opt.images);
+      image_options = true;
     } else if (!a.empty() && a[0] == '-') {
       usage_error("pack: unknown option " + a);
     } else {
       (in_val ? opt.val_inputs : opt.inputs).push_back(a);
     }
   }
-  if (opt.from.empty()) usage_error("pack needs --from mnist-idx|cifar10-bin|npy|csv|text|tokens-bin");
+  if (opt.from.empty())
+    usage_error("pack needs --from mnist-idx|cifar10-bin|npy|csv|text|tokens-bin|image-folder");
   if (opt.from != "mnist-idx" && opt.from != "cifar10-bin" && opt.from != "npy" && opt.from != "csv" &&
-      opt.from != "text" && opt.from != "tokens-bin")
+      opt.from != "text" && opt.from != "tokens-bin" && opt.from != "image-folder")
     usage_error("pack: unknown --from " + opt.from +
-                "; use mnist-idx, cifar10-bin, npy, csv, text or tokens-bin");
+                "; use mnist-idx, cifar10-bin, npy, csv, text, tokens-bin or image-folder");
+  if (image_options && opt.from != "image-folder")
+    usage_error("--store, --size, --max-side, --quality and --on-error apply to pack --from image-folder");
   if (opt.inputs.empty()) usage_error("pack --from " + opt.from + " needs its input");
   check_applies(given, opt);
+  if (opt.from == "image-folder" && opt.threads > 0)
+    set_image_option("--threads", std::to_string(opt.threads), opt.images);
   if (opt.out.empty()) usage_error("pack needs -o OUT.h5");
   if (opt.std && *opt.std == 0) usage_error("--std must not be 0");
   pack(opt);
@@ -354,7 +378,7 @@ int run(const std::vector<std::string>& args) {
     return 0;
   }
   if (cmd == "--version") {
-    std::printf("hpcdata %s (%s)\n", HPCTRAIN_VERSION, HPCTRAIN_COMMIT);
+    std::printf("hpcdata %s (%s)\n", hpc::hpctrain_version(), hpc::hpctrain_commit());
     return 0;
   }
   if (cmd == "pack") return cmd_pack(rest);

@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "data/h5_dataset.h"
 #include "data/h5_handle.h"
+#include "data/image_dataset.h"
 #include "data/sample_source.h"
 #include "data/token_dataset.h"
 
@@ -193,6 +194,11 @@ int inspect_file(const std::string& path) {
                     static_cast<long long>(ds.num_tokens()), data::token_type_name(ds.token_type()),
                     static_cast<long long>(ds.vocab()), ds.vocab_source().c_str(),
                     ds.tokenizer().empty() ? "" : (", tokenizer " + ds.tokenizer()).c_str());
+        continue;
+      }
+      if (data::ImageDataset::is_image_file(path)) {  // every image's header read: data.check full
+        data::ImageDataset ds(path, split, 0, data::OpenOptions{true, true});
+        std::printf("%s: OK, %s\n", split, ds.describe().c_str());
         continue;
       }
       data::H5Dataset ds(path, split, /*full_check=*/true);

@@ -167,8 +167,13 @@ void write_packed(DatasetWriter& w, const PackJob& job) {
     const Split& origin = s == &val && job.val ? *job.val : job.train;
     if (origin.scale) {  // kept as they were (repack)
       w.set_attr(s->x, "scale", *origin.scale);
-      w.set_attr(s->x, "mean", origin.mean.value_or(0.0));
-      w.set_attr(s->x, "std", origin.std.value_or(1.0));
+      if (!origin.channel_mean.empty()) {
+        w.set_attr(s->x, "mean", origin.channel_mean);
+        w.set_attr(s->x, "std", origin.channel_std);
+      } else {
+        w.set_attr(s->x, "mean", origin.mean.value_or(0.0));
+        w.set_attr(s->x, "std", origin.std.value_or(1.0));
+      }
     } else if (origin.x.dtype == DType::U8) {
       double scale = job.scale.value_or(1.0 / 255), mean = 0, std = 1;
       if (!job.mean || !job.std) {
@@ -189,6 +194,7 @@ void write_packed(DatasetWriter& w, const PackJob& job) {
       w.set_attr(s->x, "std", job.std.value_or(std));
     }
     if (classes) w.set_attr(s->y, "num_classes", num_classes);
+    if (classes && !origin.classes.empty()) w.set_attr(s->y, "classes", origin.classes);
   }
   w.commit();
 

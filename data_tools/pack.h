@@ -53,6 +53,9 @@ struct Split {
   std::string y_source{};  // names y in label errors when it is another file ("labels.npy"); empty: source
   std::optional<double> scale{}, mean{},
       std{};  // uint8 x attributes of this split (repack); unset: the job's
+  std::vector<double> channel_mean{},
+      channel_std{};                   // per-channel mean/std (repack of image data), else empty
+  std::vector<std::string> classes{};  // the y attribute `classes` (repack), else empty
 };
 
 struct PackJob {

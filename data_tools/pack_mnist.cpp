@@ -76,6 +76,7 @@ void pack(const PackOptions& opt) {
   DatasetWriter w(opt.out, opt.force);  // the output is checked before any input is read
   if (opt.from == "text") return pack_text(w, opt);
   if (opt.from == "tokens-bin") return pack_tokens_bin(w, opt);
+  if (opt.from == "image-folder") return pack_image_folder(w, opt);
   PackJob job;
   if (opt.from == "mnist-idx")
     job = read_mnist_idx(opt);

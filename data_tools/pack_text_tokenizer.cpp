@@ -363,7 +363,8 @@ void pack_text_tokenized(DatasetWriter& w, const PackOptions& opt) {
   std::printf("wrote %s: train %lld tokens", w.path().c_str(), static_cast<long long>(n_train));
   if (val_total > 0) std::printf(", val %lld tokens", static_cast<long long>(val_total));
   std::printf(" (%s, %s) from %lld documents (%s, %s)\n", wide ? "uint32" : "uint16", tok->name().c_str(),
-              static_cast<long long>(docs) + static_cast<long long>(val_docs), sep == DocSep::Line ? "one per line" : "one per file",
+              static_cast<long long>(docs) + static_cast<long long>(val_docs),
+              sep == DocSep::Line ? "one per line" : "one per file",
               separators.empty() ? "no separator token" : separators.c_str());
   std::printf("tokenized %.3g MB in %.3g s: %.3g MB/s on %d thread%s\n", double(total) / 1e6, seconds,
               seconds > 0 ? double(total) / 1e6 / seconds : 0.0, threads, threads == 1 ? "" : "s");

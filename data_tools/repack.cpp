@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "data/h5_dataset.h"
 #include "data/h5_handle.h"
+#include "data/image_dataset.h"
 #include "data/sample_source.h"
 #include "data/token_dataset.h"
 
@@ -59,7 +60,11 @@ Split split_of(const std::shared_ptr<H5Handle>& file, const std::string& in, con
     s.scale = info.scale;
     s.mean = info.mean;
     s.std = info.std;
+    s.channel_mean = info.channel_mean;
+    s.channel_std = info.channel_std;
   }
+  H5Handle y = H5Handle::dataset(H5Dopen2(file->id(), (p + "/y").c_str(), H5P_DEFAULT));
+  if (y.valid()) s.classes = data::h5_string_list_attr(y.id(), "classes");
   return s;
 }
 
@@ -111,6 +116,10 @@ void repack_tokens(const std::string& in, const std::string& out, bool force) {
 
 void repack(const std::string& in, const std::string& out, bool force) {
   if (data::TokenDataset::is_token_file(in)) return repack_tokens(in, out, force);
+  if (data::ImageDataset::is_image_file(in))
+    throw UserError("data file '" + in +
+                    "' holds encoded images (/train/images), which hpcdata pack --from "
+                    "image-folder writes contiguous already; repack handles /SPLIT/x and token files");
   // Validate before touching the output: a bad IN leaves no trace.
   std::unique_ptr<data::H5Dataset> train, val;
   if (data::H5Dataset::has_split(in, "train")) train = std::make_unique<data::H5Dataset>(in, "train");

@@ -137,15 +137,6 @@ static_assert(sizeof(Half) == 2 && std::is_trivially_copyable_v<Half>, "Half mus
 template <typename T>
 using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
-// Largest finite value of a storage type, as a float (for tests and loss scaling).
-template <typename T>
-constexpr float max_finite() {
-  if constexpr (std::is_same_v<T, Half>)
-    return 65504.0f;
-  else
-    return 3.4028234663852886e38f;  // float and bf16 share the exponent range
-}
-
 // Finite check on the bits (fast-math proof; the same on host and device).
 HD bool is_finite_float(float f) { return (float_bits(f) & 0x7f800000u) != 0x7f800000u; }
 HD bool is_finite_double(double d) {

@@ -2,13 +2,17 @@
 // the pooling kernels, shared with the CPU tests that run them over every
 // index and compare with the CPU backend.
 //
-// Semantics are the CPU backend's: square windows without padding, the
-// FIRST maximum of a window wins (strict >, row-major), argmax is the index
-// within the H×W plane. Backward is a gather: an input pixel sums, over the
-// outputs whose window covers it and in increasing output order, exactly
-// what the CPU's scatter adds to it in that same order — so float results
-// match the CPU bit for bit (average pooling's backward up to the compiler
-// fusing acc + dy·(1/k²) into one FMA) and no atomics are needed.
+// Semantics are the CPU backend's: square windows, the FIRST maximum of a
+// window wins (strict >, row-major), argmax is the index within the H×W
+// plane. Max pooling may pad (`pad`: windows start pad pixels before the
+// image, as PyTorch's MaxPool2d(padding=…)); positions outside the image
+// take no part, i.e. they are −∞. Average pooling never pads.
+//
+// Backward is a gather: an input pixel sums, over the outputs whose window
+// covers it and in increasing output order, exactly what the CPU's scatter
+// adds to it in that same order — so float results match the CPU bit for
+// bit (average pooling's backward up to the compiler fusing acc + dy·(1/k²)
+// into one FMA) and no atomics are needed.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +22,7 @@
 
 namespace hpc::kernels {
 
-// Square windows without padding over `planes` planes of H×W. It is also
+// Square windows over `planes` planes of H×W. It is also
 // the backend ops' and the layers' pooling geometry: a layer holds one
 // sample's (planes = C, from make()), and an op takes the planes of the
 // tensor it gets (N·C, with_planes) rather than the caller's.
@@ -26,11 +30,14 @@ struct PoolShape {
   int64_t planes = 0, height = 0, width = 0;  // planes = N·C
   int64_t kernel = 2, stride = 2;
   int64_t out_h = 0, out_w = 0;
+  int64_t pad = 0;  // max pooling: window o spans [o·stride − pad, o·stride − pad + kernel)
 
-  // The geometry with out_h, out_w computed from the input size, kernel and stride.
-  HD static PoolShape make(int64_t planes, int64_t height, int64_t width, int64_t kernel, int64_t stride) {
-    const int64_t out_h = (height - kernel) / stride + 1, out_w = (width - kernel) / stride + 1;
-    return {planes, height, width, kernel, stride, out_h, out_w};
+  // The geometry with out_h, out_w computed from the input size, kernel, stride and padding.
+  HD static PoolShape make(int64_t planes, int64_t height, int64_t width, int64_t kernel, int64_t stride,
+                           int64_t pad = 0) {
+    const int64_t out_h = (height + 2 * pad - kernel) / stride + 1,
+                  out_w = (width + 2 * pad - kernel) / stride + 1;
+    return {planes, height, width, kernel, stride, out_h, out_w, pad};
   }
   // The same geometry over `count` planes.
   HD PoolShape with_planes(int64_t count) const {
@@ -62,12 +69,15 @@ HD void max_pool_element(const T* x, const PoolShape& g, int64_t o, T& y, int32_
   const int64_t plane = o / g.out_pixels(), pix = o % g.out_pixels();
   const int64_t oh = pix / g.out_w, ow = pix % g.out_w;
   const T* in = x + plane * g.in_pixels();
-  int64_t best = oh * g.stride * g.width + ow * g.stride;
-  for (int64_t ki = 0; ki < g.kernel; ++ki) {
-    const int64_t row = (oh * g.stride + ki) * g.width + ow * g.stride;
-    for (int64_t kj = 0; kj < g.kernel; ++kj)
-      if (in[row + kj] > in[best]) best = row + kj;
-  }
+  // The window clipped to the image (without padding, the window itself).
+  const int64_t top = oh * g.stride - g.pad, left = ow * g.stride - g.pad;
+  const int64_t y0 = top < 0 ? 0 : top, x0 = left < 0 ? 0 : left;
+  const int64_t y1 = top + g.kernel < g.height ? top + g.kernel : g.height;
+  const int64_t x1 = left + g.kernel < g.width ? left + g.kernel : g.width;
+  int64_t best = y0 * g.width + x0;
+  for (int64_t r = y0; r < y1; ++r)
+    for (int64_t c = x0; c < x1; ++c)
+      if (in[r * g.width + c] > in[best]) best = r * g.width + c;
   y = in[best];
   arg = static_cast<int32_t>(best);
 }
@@ -78,8 +88,9 @@ HD T max_pool_backward_element(const T* dy, const int32_t* argmax, const PoolSha
   using C = compute_t<T>;
   const int64_t plane = idx / g.in_pixels(), pix = idx % g.in_pixels();
   const int64_t ih = pix / g.width, iw = pix % g.width;
-  const CoverRange rows = covering_outputs(ih, g.kernel, g.stride, g.out_h);
-  const CoverRange cols = covering_outputs(iw, g.kernel, g.stride, g.out_w);
+  // In padded coordinates the windows start at o·stride.
+  const CoverRange rows = covering_outputs(ih + g.pad, g.kernel, g.stride, g.out_h);
+  const CoverRange cols = covering_outputs(iw + g.pad, g.kernel, g.stride, g.out_w);
   const int64_t base = plane * g.out_pixels();
   C acc = C(0);
   for (int64_t oh = rows.first; oh < rows.last; ++oh)

@@ -56,7 +56,11 @@ __global__ void embedding_forward_kernel(const int32_t* keys, const T* wte, cons
   for (int64_t e = thread_index(); e < n * width; e += grid_stride()) {
     const int64_t r = e / width, j = e % width;
     const int64_t key = keys[r];
-    y[e] = key < vocab ? embedding_element(wte[key * width + j], wpe[(r % t_len) * width + j]) : T(0);
+    if (key >= vocab)
+      y[e] = T(0);
+    else
+      y[e] = wpe != nullptr ? embedding_element(wte[key * width + j], wpe[(r % t_len) * width + j])
+                            : wte[key * width + j];
   }
 }
 
@@ -164,15 +168,16 @@ __global__ void layernorm_param_finish_kernel(const double* partials, T* dgamma,
 // ---- causal softmax -------------------------------------------------------------------
 
 template <typename T>
-__global__ void causal_softmax_forward_kernel(T* p, int64_t batch, int64_t batch_stride, int64_t t_len) {
+__global__ void causal_softmax_forward_kernel(T* p, int64_t batch, int64_t batch_stride, int64_t rows,
+                                              int64_t t_len, int64_t offset) {
   using C = compute_t<T>;
   const int lane = static_cast<int>(threadIdx.x % WARP);
-  for (int64_t r = warp_index(); r < batch * t_len; r += warp_stride()) {
-    const int64_t z = r / t_len, t = r % t_len;
+  for (int64_t r = warp_index(); r < batch * rows; r += warp_stride()) {
+    const int64_t z = r / rows, t = r % rows;
     T* row = p + z * batch_stride + t * t_len;
-    const C mx = warp_max(softmax_lane_max(row, t, lane));
-    const C sum = warp_sum(softmax_lane_exp_sum(row, t, lane, mx));
-    softmax_lane_write(row, t, t_len, lane, mx, C(1) / sum);
+    const C mx = warp_max(softmax_lane_max(row, t + offset, lane));
+    const C sum = warp_sum(softmax_lane_exp_sum(row, t + offset, lane, mx));
+    softmax_lane_write(row, t + offset, t_len, lane, mx, C(1) / sum);
   }
 }
 
@@ -225,6 +230,7 @@ void embedding_backward(const int32_t* keys, int32_t* sorted_key, int32_t* sorte
   embedding_token_grad_kernel<<<grid_for(n * width), BLOCK, 0, stream>>>(sorted_key, sorted_pos, dy, dwte, n,
                                                                          width, vocab);
   cudaLaunchCheck();
+  if (dwpe == nullptr) return;  // rotary positions: no position table
   embedding_position_grad_kernel<<<grid_for(t_len * width), BLOCK, 0, stream>>>(dy, dwpe, n / t_len, t_len,
                                                                                 width);
   cudaLaunchCheck();
@@ -259,10 +265,11 @@ void layernorm_backward(const T* x, const T* dy, const T* gamma, const T* mean, 
 }
 
 template <typename T>
-void causal_softmax_forward(T* p, int64_t batch, int64_t batch_stride, int64_t t_len, cudaStream_t stream) {
-  if (batch <= 0 || t_len <= 0) return;
-  causal_softmax_forward_kernel<<<grid_for_rows(batch * t_len), BLOCK, 0, stream>>>(p, batch, batch_stride,
-                                                                                    t_len);
+void causal_softmax_forward(T* p, int64_t batch, int64_t batch_stride, int64_t rows, int64_t t_len,
+                            int64_t offset, cudaStream_t stream) {
+  if (batch <= 0 || rows <= 0 || t_len <= 0) return;
+  causal_softmax_forward_kernel<<<grid_for_rows(batch * rows), BLOCK, 0, stream>>>(p, batch, batch_stride,
+                                                                                   rows, t_len, offset);
   cudaLaunchCheck();
 }
 
@@ -295,7 +302,7 @@ HPC_TOKEN_KEYS(int32_t)
                                      cudaStream_t);                                                       \
   template void layernorm_backward<T>(const T*, const T*, const T*, const T*, const T*, T*, bool, T*, T*, \
                                       double*, int64_t, int64_t, cudaStream_t);                           \
-  template void causal_softmax_forward<T>(T*, int64_t, int64_t, int64_t, cudaStream_t);                   \
+  template void causal_softmax_forward<T>(T*, int64_t, int64_t, int64_t, int64_t, int64_t, cudaStream_t); \
   template void causal_softmax_backward<T>(const T*, int64_t, T*, int64_t, int64_t, int64_t, cudaStream_t);
 HPC_TRANSFORMER(float)
 HPC_TRANSFORMER(double)

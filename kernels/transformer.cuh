@@ -26,12 +26,12 @@ template <typename I>
 void token_keys(const I* ids, int64_t n, int64_t vocab, int32_t* keys, unsigned long long* first_bad,
                 cudaStream_t stream);
 
-// y[i, :] = wte[keys[i], :] + wpe[i mod t_len, :] for n rows of width columns.
+// y[i, :] = wte[keys[i], :] + wpe[i mod t_len, :] for n rows of width columns (wpe null: wte alone).
 template <typename T>
 void embedding_forward(const int32_t* keys, const T* wte, const T* wpe, T* y, int64_t n, int64_t t_len,
                        int64_t width, int64_t vocab, cudaStream_t stream);
 
-// dwte[keys[i]] += dy[i] and dwpe[i mod t_len] += dy[i] over n rows. sorted_key
+// dwte[keys[i]] += dy[i] and dwpe[i mod t_len] += dy[i] over n rows (dwpe null: none). sorted_key
 // and sorted_pos (n int32 each) are scratch. Deterministic without atomics: a
 // stable sort of the positions by key (each position's rank counted over all
 // keys, O(n²) comparisons through shared memory: microseconds at n = 8192),
@@ -56,10 +56,13 @@ void layernorm_backward(const T* x, const T* dy, const T* gamma, const T* mean, 
 
 // ---- causal softmax ----------------------------------------------------------------
 
-// batch T×T matrices, entry z at p + z·batch_stride, rows contiguous: each row t
-// becomes the softmax of its first t + 1 scores, 0 after them.
+// batch matrices of rows × t_len, entry z at p + z·batch_stride, rows
+// contiguous: each row t becomes the softmax of its first t + offset + 1
+// scores, 0 after them (offset 0: a window's T×T matrices; decoding: the
+// cached positions before the new rows).
 template <typename T>
-void causal_softmax_forward(T* p, int64_t batch, int64_t batch_stride, int64_t t_len, cudaStream_t stream);
+void causal_softmax_forward(T* p, int64_t batch, int64_t batch_stride, int64_t rows, int64_t t_len,
+                            int64_t offset, cudaStream_t stream);
 
 // dp (the gradient of the probabilities p) becomes the gradient of the scores, in place.
 template <typename T>

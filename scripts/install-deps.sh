@@ -19,7 +19,8 @@ packages=(
   libdnnl-dev                           # CPU convolutions (oneDNN; optional: im2col + GEMM without it)
   zlib1g-dev                            # gzipped MNIST IDX files, checkpoint CRC-32
   libpcre2-dev libsentencepiece-dev     # tokenizers: pre-tokenizer regexes, SentencePiece .model files
-  nlohmann-json3-dev                    # JSON: tokenizer.json, config.json, the safetensors index
+  nlohmann-json3-dev                    # JSON: tokenizer.json, safetensors headers, config.json, the shard index
+  libjpeg-dev libturbojpeg0-dev libpng-dev  # image folders: JPEG (libjpeg-turbo) and PNG decoding
 )
 test_packages=(
   cmake                                 # ctest runs `make test`
@@ -30,13 +31,13 @@ test_packages=(
 # Wanted but not everywhere (older Ubuntu has no libonnx-dev): installed when
 # the distribution has them, a warning otherwise; what needs them is skipped.
 optional=(libonnx-dev libprotobuf-dev)  # hpctrain export --format onnx
-optional_tests=(python3-onnx python3-torch)  # onnx.checker, and the PyTorch cross-checks (export, gpt, optimizers)
+optional_tests=(python3-onnx python3-torch python3-pil python3-torchvision)  # onnx.checker, the PyTorch cross-checks (export, gpt, optimizers), PIL and torchvision (image folders, ResNet-50)
 with_tests=1
 for arg in "$@"; do
   case "$arg" in
     --slurm) packages+=(slurm-wlm munge) ;;
-    --bench) packages+=(python3-torch python3-matplotlib) ;;
-    --lint) packages+=(clang-format clang-tidy cppcheck) ;;
+    --bench) packages+=(python3-torch python3-matplotlib python3-pil python3-torchvision) ;;
+    --lint) packages+=(clang-format clang-tidy cppcheck pyflakes3) ;;
     --fuzz) packages+=(clang libclang-rt-dev) ;;  # libFuzzer and clang's sanitizer runtimes
     --no-test) with_tests=0 ;;
     *) echo "install-deps.sh: unknown option $arg" >&2; exit 2 ;;

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # make lint: clang-format (check only), clang-tidy and cppcheck over every C++/CUDA
 # source in src/, kernels/, data_tools/, tests/, bench/ and plugins/ that git tracks (and new
-# ones it does not ignore). Prints what it finds; exits 1 when anything is found,
-# 2 when a tool is missing, 0 when clean. Changes no source: `clang-format -i FILE`
-# fixes format; a justified clang-tidy false positive gets `// NOLINT(check): why`.
+# ones it does not ignore), and pyflakes over every Python file (src/train/model.py,
+# the one export writes, included). Prints what it finds; exits 1 when anything is
+# found, 2 when a tool is missing, 0 when clean. Changes no source: `clang-format -i
+# FILE` fixes format; a justified clang-tidy false positive gets `// NOLINT(check): why`.
 #
 # clang-tidy needs the Makefile's exact flags, so the compile database
 # ($LINT_BUILD/compile_commands.json) is made from `make -n` (the commands make
@@ -15,7 +16,7 @@
 #
 #   LINT_BUILD=build-lint             compile database and per-unit clang-tidy logs
 #   LINT_JOBS=2                       parallel clang-tidy / cppcheck processes
-#   LINT_STEPS="format tidy cppcheck" the steps to run
+#   LINT_STEPS="format tidy cppcheck python" the steps to run
 #   LINT_ONLY="a.cpp b.cpp"           clang-tidy only these translation units
 # The sh -c scripts below expand $f, $1, $2 in the child shell, on purpose:
 # shellcheck disable=SC2016
@@ -24,12 +25,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
 build=${LINT_BUILD:-build-lint}
 jobs=${LINT_JOBS:-2}
-steps=" ${LINT_STEPS:-format tidy cppcheck} "
+steps=" ${LINT_STEPS:-format tidy cppcheck python} "
 found=0
 
-for tool in clang-format clang-tidy cppcheck; do
+for tool in clang-format clang-tidy cppcheck pyflakes3; do
   command -v "$tool" >/dev/null || {
-    echo "lint: $tool is not installed (scripts/install-deps.sh --lint installs clang-format, clang-tidy, cppcheck)"
+    echo "lint: $tool is not installed (scripts/install-deps.sh --lint installs clang-format, clang-tidy, cppcheck, pyflakes3)"
     exit 2
   }
 done
@@ -58,6 +59,8 @@ lint_format() {
 make_compile_db() {
   local db="$build/compile_commands.json"
   mkdir -p "$build"
+  # Generated sources the units include (model_py.cpp: model.py as a raw string).
+  make --no-print-directory MPICXX=mpicxx BUILD="$build" "$build/gen/train/model_py.inc" >/dev/null
   {
     make -nB --no-print-directory MPICXX=mpicxx CUDA=1 BUILD="$build" all 2>/dev/null
     make -nB --no-print-directory MPICXX=mpicxx CUDA=0 BUILD="$build" all 2>/dev/null
@@ -146,7 +149,24 @@ lint_cppcheck() {
   fi
 }
 
+# Python: every tracked *.py and the Python scripts without the suffix (data_tools/plot-metrics).
+lint_python() {
+  local t0=$SECONDS files
+  mapfile -t files < <({
+    git ls-files --cached --others --exclude-standard -- '*.py'
+    git ls-files --cached --others --exclude-standard -- data_tools scripts | while read -r f; do
+      [ -f "$f" ] && head -1 "$f" | grep -q '^#!.*python' && echo "$f"
+    done
+  } | sort -u)
+  if pyflakes3 "${files[@]}"; then
+    echo "pyflakes: clean (${#files[@]} files, $((SECONDS - t0)) s)"
+  else
+    found=1
+  fi
+}
+
 [[ "$steps" == *" format "* ]] && lint_format
 [[ "$steps" == *" tidy "* ]] && lint_tidy
 [[ "$steps" == *" cppcheck "* ]] && lint_cppcheck
+[[ "$steps" == *" python "* ]] && lint_python
 exit $found

@@ -17,6 +17,16 @@
 #      back to the queue with the same id (SLURM_RESTART_COUNT + 1) and its
 #      log continues (--open-mode=append). On clusters that refuse requeue,
 #      chain jobs instead: slurm/submit-chain.sh N slurm/train-cpu.sbatch …
+#   4. A step that dies before training starts (a crash in MPI_Init, a node
+#      that cannot start its ranks: any signal or exit code but 0, 2 and 75)
+#      lost nothing but its start, so the job is requeued the same way, at
+#      most HPCTRAIN_START_RETRIES times in a row, and the log says why. Exit
+#      2 (bad input) still ends the job: it would fail the same way again.
+#      The script knows that training started from a file hpctrain creates
+#      (HPCTRAIN_STARTED_FILE: the first rank of each node, once set-up and
+#      resume succeeded on every rank) in the job's state directory,
+#      .hpctrain-job-JOBID in its working directory, which also counts the
+#      failed starts in a row and is removed when the job ends for good.
 #
 # Knobs (set them when submitting; sbatch passes the environment on). They
 # belong to this script, not to hpctrain, and are removed from the
@@ -38,12 +48,15 @@
 #                      (OMPI_MCA_pml=ob1, OMPI_MCA_btl=self,vader,tcp where unset): Ethernet-only CPU
 #                      clusters, or where UCX picks a device that does not work. Default: unset
 #                      (Open MPI chooses; UCX on InfiniBand).
+#   HPCTRAIN_START_RETRIES  how many starts in a row that die before training may requeue the
+#                      job (default 3; 0: none)
 #
 # Environment passed through untouched when you set it (see docs/cluster.md,
 # "Slurm scripts" and "Multi-node"): NCCL_IB_HCA, NCCL_SOCKET_IFNAME,
-# NCCL_DEBUG, UCX_*, OMPI_MCA_*. Only HDF5_USE_FILE_LOCKING gets a default
-# (FALSE: Lustre, GPFS and NFS often refuse HDF5's locks), and the two knobs
-# above fill in unset OMPI_MCA_* / NCCL_SOCKET_IFNAME values.
+# NCCL_DEBUG, UCX_*, OMPI_MCA_*. Only HDF5_USE_FILE_LOCKING (FALSE: Lustre,
+# GPFS and NFS often refuse HDF5's locks) and, with srun --mpi=pmix,
+# SLURM_PMIX_FENCE (ring: see hpctrain_pmix_fence) get defaults, and the two
+# knobs above fill in unset OMPI_MCA_* / NCCL_SOCKET_IFNAME values.
 
 # HPCTRAIN_NET_IF and HPCTRAIN_MPI_TCP → the variables Open MPI and NCCL read.
 hpctrain_net_settings() {
@@ -59,6 +72,19 @@ hpctrain_net_settings() {
     export OMPI_MCA_pml=${OMPI_MCA_pml:-ob1}
     export OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader,tcp}
   fi
+}
+
+# Slurm's mpi/pmix plugin (22.05 and later) runs a PMIx fence that collects no
+# data, such as Open MPI's barrier at the end of MPI_Init, as a tree over the
+# step's nodes; with fewer nodes than TreeWidth (default 50; 16 from 23.02.5)
+# there is no tree, and every node completes the fence on its own. A rank
+# then leaves MPI_Init while a rank on another node has not yet registered
+# its receive handlers, and the first message it sends there is a call
+# through a null pointer: SIGSEGV at address 0 in MPI_Init, at random, more
+# often on a loaded node or at a requeued job's start. The ring algorithm
+# makes every fence wait for every node.
+hpctrain_pmix_fence() {  # hpctrain_pmix_fence SRUN_MPI_PLUGIN
+  case "$1" in pmix*) export SLURM_PMIX_FENCE=${SLURM_PMIX_FENCE:-ring} ;; esac
 }
 
 # The flags the job runs with, after the user's own.
@@ -82,19 +108,55 @@ hpctrain_job_end_time() {
   export SLURM_JOB_END_TIME=$end
 }
 
-# scontrol requeue JOB, asked again while the controller is only busy
-# (timeouts, connection refused); a refusal (a job that may not requeue) is final.
+# Is this answer of a Slurm client a busy or unreachable controller, worth
+# asking again (rather than a refusal, which is final)?
+hpctrain_slurm_busy() {
+  case "$1" in
+    *"timed out"* | *"Unable to contact"* | *"connect failure"* | *"Connection refused"* | \
+      *"Zero Bytes were transmitted"* | *"try again later"* | *"Resource temporarily unavailable"*) return 0 ;;
+  esac
+  return 1
+}
+
+# scontrol requeue JOB, asked again while the controller is only busy; a
+# refusal (a job that may not requeue) is final. Every answer goes to the log.
 hpctrain_requeue() {
   local err try
   for try in 1 2 3 4 5; do
     err=$(scontrol requeue "$1" 2>&1) && return 0
     echo "hpctrain job: scontrol requeue $1: $err" >&2
-    case "$err" in
-      *"timed out"* | *"Unable to contact"* | *"connect failure"* | *"Connection refused"*) [ "$try" = 5 ] || sleep "$try" ;;
-      *) return 1 ;;
-    esac
+    hpctrain_slurm_busy "$err" || return 1
+    [ "$try" = 5 ] || sleep "$try"
   done
   return 1
+}
+
+# The job's state (RUNNING, COMPLETING, …) from squeue, asked again while the
+# controller does not answer; empty if it never did (its last answer then goes
+# to the log). After a plain `scancel`, or at the hard time limit, the job is
+# COMPLETING: a person or Slurm meant it to end, and it is not requeued.
+hpctrain_job_state() {
+  local out="" try
+  for try in 1 2 3 4 5; do
+    # (inside `if`: the sbatch scripts run under set -e, where a failed squeue
+    # would end this shell silently, job not requeued)
+    if out=$(squeue -h -j "$1" -o %T 2>&1) && [ -n "$out" ]; then
+      echo "${out%%$'\n'*}"
+      return 0
+    fi
+    [ "$try" = 5 ] || sleep "$try"
+  done
+  echo "hpctrain job: squeue -j $1: ${out:-no answer}" >&2
+}
+
+# "killed by SIGSEGV (exit code 139)" or "exit code 1": how the step ended.
+hpctrain_exit_cause() {
+  local name
+  if [ "$1" -gt 128 ] && name=$(kill -l $(($1 - 128)) 2>/dev/null); then
+    echo "killed by SIG${name#SIG} (exit code $1)"
+  else
+    echo "exit code $1"
+  fi
 }
 
 hpctrain_run() {
@@ -102,7 +164,12 @@ hpctrain_run() {
   local bin=${HPCTRAIN_BIN:-$home/build/hpctrain}
   local image=${HPCTRAIN_IMAGE:-} binds=${HPCTRAIN_BIND:-}
   local launcher=${HPCTRAIN_LAUNCHER:-srun} srun_mpi=${HPCTRAIN_SRUN_MPI:-pmix}
-  unset HPCTRAIN_HOME HPCTRAIN_BIN HPCTRAIN_IMAGE HPCTRAIN_BIND HPCTRAIN_LAUNCHER HPCTRAIN_SRUN_MPI
+  local start_retries=${HPCTRAIN_START_RETRIES:-3}
+  unset HPCTRAIN_HOME HPCTRAIN_BIN HPCTRAIN_IMAGE HPCTRAIN_BIND HPCTRAIN_LAUNCHER HPCTRAIN_SRUN_MPI \
+    HPCTRAIN_START_RETRIES
+  case "$start_retries" in
+    '' | *[!0-9]*) echo "hpctrain job: HPCTRAIN_START_RETRIES must be a number, not '$start_retries'" >&2; return 2 ;;
+  esac
   hpctrain_net_settings
 
   export HDF5_USE_FILE_LOCKING=${HDF5_USE_FILE_LOCKING:-FALSE}
@@ -137,7 +204,8 @@ hpctrain_run() {
   case "$launcher" in
     srun)
       [ -n "${SLURM_JOB_ID:-}" ] || { echo "hpctrain job: not inside a Slurm job; use HPCTRAIN_LAUNCHER=mpirun" >&2; return 2; }
-      launch=(srun --mpi="$srun_mpi") ;;
+      launch=(srun --mpi="$srun_mpi")
+      hpctrain_pmix_fence "$srun_mpi" ;;
     mpirun) launch=(mpirun -np "$ntasks" --bind-to none) ;;
     *) echo "hpctrain job: HPCTRAIN_LAUNCHER must be srun or mpirun, not '$launcher'" >&2; return 2 ;;
   esac
@@ -147,10 +215,26 @@ hpctrain_run() {
   echo "hpctrain job: SLURM_RESTART_COUNT=${SLURM_RESTART_COUNT:-0} SLURM_JOB_END_TIME=${SLURM_JOB_END_TIME:-none}"
   local v
   for v in NCCL_IB_HCA NCCL_SOCKET_IFNAME NCCL_DEBUG UCX_NET_DEVICES UCX_TLS OMPI_MCA_pml OMPI_MCA_btl \
-    OMPI_MCA_btl_tcp_if_include OMPI_MCA_oob_tcp_if_include HDF5_USE_FILE_LOCKING; do
+    OMPI_MCA_btl_tcp_if_include OMPI_MCA_oob_tcp_if_include HDF5_USE_FILE_LOCKING SLURM_PMIX_FENCE; do
     [ -n "${!v:-}" ] && echo "hpctrain job: $v=${!v}"
   done
   echo "hpctrain job: ${launch[*]} ${trainer[*]} ${args[*]}"
+
+  # Where hpctrain says that training started (see 4. above): a Slurm job's
+  # state directory, in its working directory (the submit directory unless
+  # --chdir), which the nodes usually share; where they do not, the ranks on
+  # this node, rank 0 among them, write it.
+  local state_dir="" started=""
+  if [ -n "${SLURM_JOB_ID:-}" ]; then
+    state_dir=$PWD/.hpctrain-job-$SLURM_JOB_ID
+    if mkdir -p "$state_dir" 2>/dev/null && rm -f "$state_dir/started"; then
+      started=$state_dir/started
+      export HPCTRAIN_STARTED_FILE=$started
+    else
+      echo "hpctrain job: warning: cannot create $state_dir: a step that dies at start-up ends the job" >&2
+      state_dir=""
+    fi
+  fi
 
   # The launcher runs in the background so that this shell can take signals:
   # bash runs a trap only between commands, and `wait` is interruptible.
@@ -175,22 +259,19 @@ hpctrain_run() {
   # requeue is accepted must not cut the requeue or its message short.
   trap '' USR1 TERM
 
+  local failed_starts=0
+  if [ -n "$started" ]; then
+    failed_starts=$(cat "$state_dir/failed-starts" 2>/dev/null || echo 0)
+    [ -e "$started" ] && failed_starts=0  # training started: the count of failed starts in a row begins again
+  fi
   if [ "$rc" -eq 75 ] && [ -n "${SLURM_JOB_ID:-}" ]; then
-    # Requeue only a job that Slurm still runs: after a plain `scancel` (or at
-    # the hard time limit) it is COMPLETING, and the person meant it to end.
-    # A busy controller may not answer at once: ask again before deciding.
-    local state="" try
-    for try in 1 2 3 4 5; do
-      # (`|| true`: the sbatch scripts run under set -e and pipefail, where a
-      # failed squeue would end this shell silently, job not requeued)
-      state=$(squeue -h -j "$SLURM_JOB_ID" -o %T 2>/dev/null | head -1) || true
-      [ -n "$state" ] && break
-      [ "$try" = 5 ] || sleep "$try"
-    done
+    local state
+    state=$(hpctrain_job_state "$SLURM_JOB_ID")
     if [ "$state" != RUNNING ]; then
       echo "hpctrain job: checkpointed; job $SLURM_JOB_ID is ${state:-gone} (cancelled?), so it is not requeued" >&2
     elif hpctrain_requeue "$SLURM_JOB_ID"; then
       echo "hpctrain job: checkpointed; requeued job $SLURM_JOB_ID (it continues with --resume auto)"
+      [ -z "$state_dir" ] || echo "$failed_starts" >"$state_dir/failed-starts" 2>/dev/null || true
       return 0
     else
       echo "hpctrain job: checkpointed, but Slurm refused the requeue (--no-requeue, or the cluster forbids it):" \
@@ -198,7 +279,29 @@ hpctrain_run() {
     fi
   elif [ "$rc" -eq 75 ]; then
     echo "hpctrain job: checkpointed; not a Slurm job, so nothing to requeue; exit 75" >&2
+  elif [ "$rc" -ne 0 ] && [ "$rc" -ne 2 ] && [ -n "$started" ] && [ ! -e "$started" ]; then
+    # Nothing was trained, so nothing is lost but the start: requeue, a bounded number of times in a row.
+    local cause state
+    cause=$(hpctrain_exit_cause "$rc")
+    failed_starts=$((failed_starts + 1))
+    state=$(hpctrain_job_state "$SLURM_JOB_ID")
+    if [ "$failed_starts" -gt "$start_retries" ]; then
+      echo "hpctrain job: the step died before training started ($cause), $failed_starts times in a row:" \
+        "not requeued again (HPCTRAIN_START_RETRIES=$start_retries)" >&2
+    elif [ "$state" != RUNNING ]; then
+      echo "hpctrain job: the step died before training started ($cause); job $SLURM_JOB_ID is ${state:-gone}" \
+        "(cancelled?), so it is not requeued" >&2
+    elif hpctrain_requeue "$SLURM_JOB_ID"; then
+      echo "$failed_starts" >"$state_dir/failed-starts" 2>/dev/null || true
+      echo "hpctrain job: the step died before training started ($cause): requeued job $SLURM_JOB_ID" \
+        "(failed start $failed_starts in a row, at most $start_retries; it continues with --resume auto)"
+      return 0
+    else
+      echo "hpctrain job: the step died before training started ($cause), and Slurm refused the requeue" >&2
+    fi
   fi
+  [ "$rc" -eq 2 ] && echo "hpctrain job: bad input (exit 2): not requeued, it would fail the same way" >&2
+  [ -z "$state_dir" ] || rm -rf "$state_dir"  # the job ends here for good
   echo "hpctrain job: finished with exit code $rc, $(date -Is)"
   return "$rc"
 }

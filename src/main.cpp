@@ -21,6 +21,7 @@
 #include "train/eval_command.h"
 #include "train/export.h"
 #include "train/sample.h"
+#include "train/started_file.h"
 #include "train/trainer.h"
 
 namespace {
@@ -75,6 +76,7 @@ int train(const hpc::Config& cfg, hpc::dist::Context& ctx) {
 
   try {
     trainer->apply_resume_checkpoint();
+    hpc::train::note_training_started(ctx);  // for the job script: a death from here on is no failed start
     hpc::train::EvalResult r = trainer->run();
     if (ctx.is_root() && r.count > 0 && trainer->exit_code() == hpc::EXIT_OK)
       std::printf("%s\n", trainer->task().final_line(r).c_str());
@@ -117,11 +119,19 @@ int main(int argc, char** argv) {
     if (first_rank()) std::fprintf(stderr, "hpctrain: error: %s\n", e.what());
     return e.exit_code();
   }
-  // The doctor starts MPI itself: a broken launch is one of its findings, not an exit.
-  if (cfg.command == hpc::Command::Doctor) return hpc::doctor::run(cfg, &argc, &argv);
-  // Text from a language model's checkpoint: one process, no MPI.
-  if (cfg.command == hpc::Command::Sample) return hpc::train::sample_command(cfg);
-  if (cfg.command == hpc::Command::Export) return hpc::train::export_command(cfg);
+  // Every command is a case (a new one is a compiler warning here until it is handled).
+  switch (cfg.command) {
+    case hpc::Command::Doctor:  // starts MPI itself: a broken launch is one of its findings, not an exit
+      return hpc::doctor::run(cfg, &argc, &argv);
+    case hpc::Command::Sample:  // text from a language model's checkpoint: one process, no MPI
+      return hpc::train::sample_command(cfg);
+    case hpc::Command::Export:  // one process, no MPI
+      return hpc::train::export_command(cfg);
+    case hpc::Command::Train:
+    case hpc::Command::Eval:
+    case hpc::Command::Predict:
+      break;
+  }
 
   std::unique_ptr<hpc::dist::Context> ctx;
   try {
@@ -131,12 +141,5 @@ int main(int argc, char** argv) {
     return e.exit_code();
   }
 
-  if (cfg.command == hpc::Command::Train) return train(cfg, *ctx);
-  if (cfg.command == hpc::Command::Eval || cfg.command == hpc::Command::Predict) return evaluate(cfg, *ctx);
-  if (ctx->is_root())
-    std::fprintf(stderr,
-                 "hpctrain: error: '%s' is not available in this version of hpctrain (only 'train', 'doctor' "
-                 "and 'sample')\n",
-                 hpc::name_of(cfg.command));
-  return hpc::EXIT_BAD_INPUT;
+  return cfg.command == hpc::Command::Train ? train(cfg, *ctx) : evaluate(cfg, *ctx);
 }

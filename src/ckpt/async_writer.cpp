@@ -17,7 +17,18 @@ WriteResult run_write_job(const WriteJob& job) {
   r.stall_s = job.stall_s;
   r.start_s = std::chrono::duration<double>(t0.time_since_epoch()).count();
   try {
-    write_checkpoint(job.path, job.checkpoint);
+    if (job.serve) {  // another rank's part: its pieces to rank 0, which reports the write
+      serve_snapshot(*job.channel, job.shard);
+      r.ok = true;
+      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      return r;
+    }
+    if (job.channel) {
+      StreamedSource source(*job.channel, job.shard);
+      write_checkpoint(job.path, job.checkpoint, &source);
+    } else {
+      write_checkpoint(job.path, job.checkpoint);
+    }
     r.prune_lines = prune(job.dir, job.step, job.keep);
     std::error_code ec;
     r.bytes = static_cast<double>(std::filesystem::file_size(job.path, ec));
@@ -56,8 +67,8 @@ std::optional<WriteResult> AsyncWriter::poll() {
 std::optional<WriteResult> AsyncWriter::wait() {
   if (!thread_.joinable()) return std::nullopt;
   thread_.join();
-  spare_ = std::move(job_.checkpoint);
-  job_.checkpoint = Checkpoint();
+  spare_ = std::move(job_);
+  job_ = WriteJob();
   return std::move(result_);
 }
 

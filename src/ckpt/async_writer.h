@@ -15,12 +15,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/shard_stream.h"
 
 namespace hpc::ckpt {
 
@@ -31,6 +33,11 @@ struct WriteJob {
   double stall_s =
       0;  // what taking the snapshot cost training at the step boundary (reported with the result)
   Checkpoint checkpoint;
+  // Several ranks (ckpt/shard_stream.h): this rank's snapshot of the flat datasets and the channel
+  // they travel on; rank 0 writes the file from every rank's pieces, the others (serve) send theirs.
+  std::shared_ptr<ShardChannel> channel;
+  ShardSnapshot shard;
+  bool serve = false;
 };
 
 struct WriteResult {
@@ -66,10 +73,10 @@ class AsyncWriter {
   std::optional<WriteResult> poll();
   // Blocks until the write in flight is done; its result (nothing when none was in flight).
   std::optional<WriteResult> wait();
-  // The finished write's snapshot (after poll()/wait() returned it): its host
+  // The finished write's job (after poll()/wait() returned it): its snapshot's host
   // tensors are reused by the next ckpt::capture, so a snapshot writes into
   // memory that is already touched instead of allocating and faulting it in.
-  Checkpoint take_spare() { return std::move(spare_); }
+  WriteJob take_spare() { return std::move(spare_); }
 
  private:
   std::thread thread_;
@@ -77,7 +84,7 @@ class AsyncWriter {
   int64_t step_ = 0;
   WriteJob job_;
   WriteResult result_;
-  Checkpoint spare_;
+  WriteJob spare_;
 };
 
 }  // namespace hpc::ckpt

@@ -105,7 +105,29 @@ struct Checkpoint {
   std::string hpctrain_version;
   int64_t created_unix = 0;
 
-  int64_t num_params() const { return params.defined() ? params.count() : 0; }
+  // Written from shards (ckpt/shard_stream.h): params and the optimizer_state tensors are left
+  // undefined (the states keep their names) and the flat datasets, this long, come from a FlatSource.
+  int64_t streamed_count = 0;
+
+  int64_t num_params() const { return params.defined() ? params.count() : streamed_count; }
+};
+
+// Where the writer takes the flat datasets from, chunk by chunk: dataset 0 is the parameters, dataset
+// k > 0 the optimizer state Checkpoint::optimizer_state[k - 1]. The writer reads every dataset in
+// order, each from its start to its end in consecutive chunks.
+class FlatSource {
+ public:
+  virtual ~FlatSource() = default;
+  // Elements [begin, begin + out.count()) of dataset k into out (host float32).
+  virtual void read(size_t k, int64_t begin, const Tensor& out) = 0;
+  // After a failed write: takes whatever is still coming, so that no other rank waits to send it.
+  virtual void drain() {}
+};
+
+// A flat dataset's CRC-32 and length, computed while it was written chunk by chunk.
+struct PayloadCrc {
+  uint32_t crc = 0;
+  uint64_t bytes = 0;
 };
 
 // The integer attributes of "/", in file order: the writer, the reader and
@@ -136,7 +158,11 @@ auto root_integers(C& c) {
 // path. Either way the temporary file is removed first. HPCTRAIN_FAULT
 // points ckpt_write / ckpt_close / ckpt_fsync / ckpt_rename fail it here
 // (exit@ckpt_write kills the process with half of the file written).
-void write_checkpoint(const std::string& path, const Checkpoint& c);
+//
+// source: where the flat datasets come from (null: c.params and c.optimizer_state, whole); they are
+// written chunk_elems at a time, so the writer holds one chunk of them beyond what `c` holds.
+void write_checkpoint(const std::string& path, const Checkpoint& c, FlatSource* source = nullptr,
+                      int64_t chunk_elems = int64_t{1} << 22);
 
 // Reads and verifies a checkpoint: HDF5 signature, magic, format version (a
 // newer one is refused), every restored dataset's CRC-32 and the checksum of
@@ -145,7 +171,10 @@ void write_checkpoint(const std::string& path, const Checkpoint& c);
 Checkpoint read_checkpoint(const std::string& path);
 
 // CRC-32 (zlib) of everything the reader restores, in a fixed order: the
-// metadata as text, then every payload tensor's bytes.
-uint32_t content_checksum(const Checkpoint& c);
+// metadata as text, then every payload tensor's bytes. flat: the CRCs of the
+// parameters and of each optimizer state (c.optimizer_state's order) when
+// they were streamed rather than held (combined with zlib's crc32_combine:
+// the same value as over the bytes).
+uint32_t content_checksum(const Checkpoint& c, const std::vector<PayloadCrc>* flat = nullptr);
 
 }  // namespace hpc::ckpt

@@ -114,6 +114,79 @@ void write_tensor(hid_t loc, const std::string& name, const Tensor& t, const Sha
   write_attr(d.id(), "crc32", static_cast<int64_t>(crc32_bytes(t.raw(), t.num_bytes())), w);
 }
 
+namespace {
+
+// Adds to `space`'s selection the elements [a, b) of the row-major array of dims[d…] whose outer
+// coordinates are start[0…d): at most two partial rows, recursively, and one block of whole rows.
+void select_run(hid_t space, const std::vector<hsize_t>& dims, size_t d, std::vector<hsize_t>& start,
+                hsize_t a, hsize_t b, bool& first, const std::string& what) {
+  if (a >= b) return;
+  hsize_t inner = 1;
+  for (size_t i = d + 1; i < dims.size(); ++i) inner *= dims[i];
+  auto block = [&](hsize_t from, hsize_t rows) {  // rows [from, from + rows) of dimension d, whole inside
+    std::vector<hsize_t> at = start, count(dims.size(), 1);
+    at[d] = from;
+    count[d] = rows;
+    for (size_t i = d + 1; i < dims.size(); ++i) at[i] = 0, count[i] = dims[i];
+    h5_check(H5Sselect_hyperslab(space, first ? H5S_SELECT_SET : H5S_SELECT_OR, at.data(), nullptr,
+                                 count.data(), nullptr),
+             what);
+    first = false;
+  };
+  auto part = [&](hsize_t row, hsize_t from, hsize_t to) {  // a partial row
+    start[d] = row;
+    select_run(space, dims, d + 1, start, from, to, first, what);
+  };
+  const hsize_t r0 = a / inner, r1 = b / inner;  // the rows holding a and b
+  if (r0 == r1) return part(r0, a % inner, b % inner);
+  hsize_t first_whole = r0;
+  if (a % inner != 0) {
+    part(r0, a % inner, inner);
+    first_whole = r0 + 1;
+  }
+  if (r1 > first_whole) block(first_whole, r1 - first_whole);
+  if (b % inner != 0) part(r1, 0, b % inner);
+}
+
+}  // namespace
+
+TensorWriter::TensorWriter(hid_t loc, const std::string& name, const Shape& shape, const std::string& what)
+    : what_(what + ": dataset " + name),
+      dims_(shape.dims().empty() ? std::vector<hsize_t>{1}
+                                 : std::vector<hsize_t>(shape.dims().begin(), shape.dims().end())) {
+  H5Handle space = H5Handle::space(
+      h5_check(H5Screate_simple(static_cast<int>(dims_.size()), dims_.data(), nullptr), what_));
+  H5Handle lcpl = H5Handle::plist(h5_check(H5Pcreate(H5P_LINK_CREATE), what_));
+  h5_check(H5Pset_create_intermediate_group(lcpl.id(), 1), what_);
+  dataset_ = H5Handle::dataset(h5_check(
+      H5Dcreate2(loc, name.c_str(), H5T_IEEE_F32LE, space.id(), lcpl.id(), H5P_DEFAULT, H5P_DEFAULT), what_));
+}
+
+void TensorWriter::write(const Tensor& values) {
+  HPC_ASSERT(values.dtype() == DType::F32 && values.device() == Device::CPU,
+             "checkpoint pieces are host float32");
+  if (values.count() == 0) return;
+  H5Handle space = H5Handle::space(h5_check(H5Dget_space(dataset_.id()), what_));
+  std::vector<hsize_t> start(dims_.size(), 0);
+  bool first = true;
+  select_run(space.id(), dims_, 0, start, static_cast<hsize_t>(written_),
+             static_cast<hsize_t>(written_) + static_cast<hsize_t>(values.count()), first, what_);
+  const auto n = static_cast<hsize_t>(values.count());
+  H5Handle memory = H5Handle::space(h5_check(H5Screate_simple(1, &n, nullptr), what_));
+  h5_check(H5Dwrite(dataset_.id(), H5T_NATIVE_FLOAT, memory.id(), space.id(), H5P_DEFAULT, values.raw()),
+           what_);
+  crc_ = crc32_bytes(values.raw(), values.num_bytes(), crc_);
+  written_ += values.count();
+}
+
+void TensorWriter::finish() {
+  hsize_t n = 1;
+  for (hsize_t d : dims_) n *= d;
+  HPC_ASSERT(static_cast<hsize_t>(written_) == n, what_ + ": not every element was written");
+  write_attr(dataset_.id(), "crc32", static_cast<int64_t>(crc_), what_);
+  dataset_ = H5Handle();
+}
+
 bool has_attr(hid_t obj, const std::string& name) { return H5Aexists(obj, name.c_str()) > 0; }
 
 int64_t read_attr_i64(hid_t obj, const std::string& name, const std::string& what) {

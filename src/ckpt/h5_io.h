@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "ckpt/checkpoint.h"
 #include "core/tensor.h"
 #include "data/h5_handle.h"
 
@@ -33,6 +34,25 @@ void write_attr(hid_t obj, const std::string& name, const std::vector<int64_t>& 
 // A contiguous dataset of `t` (F32 or F64) with shape `shape` and a crc32 attribute of its bytes.
 void write_tensor(hid_t loc, const std::string& name, const Tensor& t, const Shape& shape,
                   const std::string& what);
+
+// A float32 dataset of `shape` written piece by piece: write() takes consecutive elements in row-major
+// order, from the start to the end, and keeps the CRC-32 of them; finish() adds the crc32 attribute.
+class TensorWriter {
+ public:
+  TensorWriter(hid_t loc, const std::string& name, const Shape& shape, const std::string& what);
+  // Elements [written(), written() + values.count()) of the flattened dataset (host float32).
+  void write(const Tensor& values);
+  int64_t written() const { return written_; }
+  void finish();
+  PayloadCrc crc() const { return {crc_, static_cast<uint64_t>(written_) * 4}; }
+
+ private:
+  std::string what_;
+  std::vector<hsize_t> dims_;
+  H5Handle dataset_;
+  int64_t written_ = 0;
+  uint32_t crc_ = 0;
+};
 
 // ---- reading (errors: UserError "what: name …") ----------------------------
 bool has_attr(hid_t obj, const std::string& name);

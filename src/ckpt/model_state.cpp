@@ -74,24 +74,36 @@ void capture(const Tensor& params, nn::Model& model, optim::Optimizer& optimizer
   c.optimizer_steps = optimizer.steps_taken();
 }
 
-void capture(const Tensor& params, nn::Model& model, const std::vector<std::pair<std::string, Tensor>>& state,
-             int64_t optimizer_steps, Checkpoint& c) {
-  HPC_ASSERT(params.count() == model.num_params(), "checkpoint: the parameter buffer does not fit the model");
-  auto own = [](const Tensor& t) {
-    return t.device() == Device::CPU && t.dtype() == DType::F32 ? t : host_f32(t);
-  };
+void capture_layout(nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c) {
   c.spec = model.spec();
   c.input_shape = model.input_shape();
-  c.params = own(params).view(Shape{params.count()});
+  c.params = Tensor();
+  c.streamed_count = model.num_params();
   c.param_entries.clear();
   for (const nn::ParamInfo& p : model.param_info()) c.param_entries.push_back({p.name, p.offset, p.shape});
   c.buffers = capture_named(model.buffers(), std::move(c.buffers));
   c.optimizer_state.clear();
-  for (const auto& [name, t] : state) {
-    HPC_ASSERT(t.count() == model.num_params(), "checkpoint: optimizer state '" + name + "' is not whole");
-    c.optimizer_state.push_back({name, own(t)});
-  }
-  c.optimizer_steps = optimizer_steps;
+  for (const auto& [name, t] : optimizer.state()) c.optimizer_state.push_back({name, Tensor()});
+  c.optimizer_steps = optimizer.steps_taken();
+}
+
+void capture_shard(const Tensor& params, optim::Optimizer& optimizer, const std::vector<int64_t>& bounds,
+                   int rank, ShardSnapshot& s) {
+  const int64_t lo = bounds[static_cast<size_t>(rank)], hi = bounds[static_cast<size_t>(rank) + 1];
+  auto range = [&](const Tensor& t, const Tensor& reuse) {
+    const Tensor flat = t.view(Shape{t.count()});
+    HPC_ASSERT(t.count() == bounds.back() || t.count() == hi - lo,
+               "checkpoint: a state tensor is neither whole nor this rank's shard");
+    return host_f32_into(t.count() == bounds.back() ? flat.slice(lo, Shape{hi - lo}) : flat, reuse);
+  };
+  s.bounds = bounds;
+  s.rank = rank;
+  s.params = range(params, s.params);
+  std::vector<NamedTensor> state;
+  const auto from = optimizer.state();
+  for (size_t i = 0; i < from.size(); ++i)
+    state.push_back({from[i].first, range(from[i].second, i < s.state.size() ? s.state[i].value : Tensor())});
+  s.state = std::move(state);
 }
 
 void restore_buffers(const Checkpoint& c, nn::Model& model) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/shard_stream.h"
 #include "ckpt/validate.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
@@ -22,10 +23,14 @@ namespace hpc::ckpt {
 // Host tensors already in `c` of the right size (an earlier snapshot's) are
 // reused: the asynchronous writer hands its finished snapshot back for this.
 void capture(const Tensor& params, nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c);
-// The same from whole-buffer tensors the caller already holds (ZeRO: rank 0's gathered host float32
-// copies of the sharded state, taken over without another copy).
-void capture(const Tensor& params, nn::Model& model, const std::vector<std::pair<std::string, Tensor>>& state,
-             int64_t optimizer_steps, Checkpoint& c);
+// Saving from shards (several ranks, ckpt/shard_stream.h): rank 0's checkpoint holds everything but
+// the flat datasets, of which it keeps the names and the length (Checkpoint::streamed_count), and
+// every rank's ShardSnapshot its range [bounds[rank], bounds[rank + 1]) of them. capture_shard takes
+// that range of `params` and of the optimizer's state, which are either whole (and sliced here) or
+// exactly the range (ZeRO); host float32 copies, into the tensors `s` already has when they fit.
+void capture_layout(nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c);
+void capture_shard(const Tensor& params, optim::Optimizer& optimizer, const std::vector<int64_t>& bounds,
+                   int rank, ShardSnapshot& s);
 
 // Copies `c` into `params` (as above), the model's buffers and the optimizer
 // (after check_resumable passed), converting to each tensor's dtype and

@@ -2,12 +2,14 @@
 // directory (see checkpoint.h for the layout and the guarantees).
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 
 #include "ckpt/checkpoint.h"
@@ -75,6 +77,21 @@ bool disk_full(int err) { return err == ENOSPC || err == EDQUOT; }
   throw UserError(otherwise + " (" + std::strerror(err) + ")");
 }
 
+// The flat datasets of a checkpoint that holds them whole.
+class HeldSource final : public FlatSource {
+ public:
+  explicit HeldSource(const Checkpoint& c) : c_(c) {}
+  void read(size_t k, int64_t begin, const Tensor& out) override {
+    const Tensor& from = k == 0 ? c_.params : c_.optimizer_state[k - 1].value;
+    HPC_ASSERT(from.defined() && from.dtype() == DType::F32 && from.count() == c_.num_params(),
+               "checkpoint: a flat dataset is not whole");
+    std::memcpy(out.raw(), from.data<float>() + begin, out.num_bytes());
+  }
+
+ private:
+  const Checkpoint& c_;
+};
+
 void write_named(hid_t file, const std::string& group, const std::vector<NamedTensor>& v,
                  const std::string& what) {
   for (const NamedTensor& t : v) h5::write_tensor(file, group + "/" + t.name, t.value, t.value.shape(), what);
@@ -82,7 +99,7 @@ void write_named(hid_t file, const std::string& group, const std::vector<NamedTe
 
 }  // namespace
 
-uint32_t content_checksum(const Checkpoint& c) {
+uint32_t content_checksum(const Checkpoint& c, const std::vector<PayloadCrc>* flat) {
   std::string m;
   auto add = [&m](const char* key, const std::string& value) { m += std::string(key) + "=" + value + "\n"; };
   add("format_version", std::to_string(FORMAT_VERSION));
@@ -103,11 +120,21 @@ uint32_t content_checksum(const Checkpoint& c) {
   for (const NamedTensor* t : by_name(c.buffers)) add("buffer", t->name);
   for (const NamedTensor* t : by_name(c.optimizer_state)) add("optimizer_state", t->name);
   uint32_t crc = h5::crc32_bytes(m.data(), m.size());
-  if (c.params.defined()) crc = h5::crc32_bytes(c.params.raw(), c.params.num_bytes(), crc);
+  // A flat dataset's bytes: held here, or streamed (its CRC combined in).
+  auto payload = [&](const Tensor& t, size_t k) {
+    if (flat != nullptr) {
+      const PayloadCrc& p = (*flat)[k];
+      return static_cast<uint32_t>(crc32_combine(crc, p.crc, static_cast<z_off_t>(p.bytes)));
+    }
+    return t.defined() ? h5::crc32_bytes(t.raw(), t.num_bytes(), crc) : crc;
+  };
+  HPC_ASSERT(flat == nullptr || flat->size() == 1 + c.optimizer_state.size(),
+             "checksum: one CRC per flat dataset");
+  crc = payload(c.params, 0);
   for (const NamedTensor* t : by_name(c.buffers))
     crc = h5::crc32_bytes(t->value.raw(), t->value.num_bytes(), crc);
   for (const NamedTensor* t : by_name(c.optimizer_state))
-    crc = h5::crc32_bytes(t->value.raw(), t->value.num_bytes(), crc);
+    crc = payload(t->value, 1 + static_cast<size_t>(t - c.optimizer_state.data()));
   for (const LogWindow& w : c.log_window) crc = h5::crc32_bytes(&w, sizeof w, crc);
   // Only when present: a file without it keeps the checksum it was written with.
   if (c.loss_scaling) {
@@ -117,9 +144,26 @@ uint32_t content_checksum(const Checkpoint& c) {
   return crc;
 }
 
-void write_checkpoint(const std::string& path, const Checkpoint& c) {
+void write_checkpoint(const std::string& path, const Checkpoint& c, FlatSource* source, int64_t chunk_elems) {
   namespace fs = std::filesystem;
-  HPC_ASSERT(c.params.defined() && c.params.dtype() == DType::F32, "checkpoint parameters must be float32");
+  HPC_ASSERT(source != nullptr || (c.params.defined() && c.params.dtype() == DType::F32),
+             "checkpoint parameters must be float32");
+  HeldSource held(c);
+  FlatSource* const from = source != nullptr ? source : &held;
+  FlatSource& flat = *from;
+  // Whatever stops the write part way, the flat datasets' senders get rid of what they still send.
+  struct DrainOnFailure {
+    FlatSource& flat;
+    int uncaught = std::uncaught_exceptions();
+    ~DrainOnFailure() {
+      if (std::uncaught_exceptions() <= uncaught) return;
+      try {
+        flat.drain();
+      } catch (const std::exception& e) {  // a lost peer as well: the write's own error is reported
+        std::fprintf(stderr, "hpctrain: warning: %s\n", e.what());
+      }
+    }
+  } drain{flat};
   TempFile tmp(path + ".tmp-" + std::to_string(::getpid()));
   const std::string what = "cannot write checkpoint " + tmp.path();
   // Declared before every handle, so it is released after they close: loader
@@ -148,18 +192,44 @@ void write_checkpoint(const std::string& path, const Checkpoint& c) {
       h5::write_attr(model.id(), "input_shape", c.input_shape.dims(), what);
       h5::write_attr(model.id(), "num_params", c.num_params(), what);
     }
-    h5::write_tensor(f, "params_flat", c.params, c.params.shape(), what);
+    // The flat datasets chunk by chunk (one chunk of scratch), the parameters also per tensor.
+    const int64_t n = c.num_params();
+    const Tensor chunk(Shape{std::max<int64_t>(1, std::min(chunk_elems, n))}, DType::F32);
+    std::vector<PayloadCrc> crcs;
+    std::vector<h5::TensorWriter> tensors;
+    for (const ParamEntry& p : c.param_entries) tensors.emplace_back(f, "params/" + p.name, p.shape, what);
+    auto stream = [&](size_t k, const std::string& name, bool per_tensor) {
+      h5::TensorWriter all(f, name, Shape{n}, what);
+      size_t next = 0;  // the first tensor not yet complete
+      for (int64_t begin = 0; begin < n; begin += chunk_elems) {
+        const Shape piece{std::min(chunk_elems, n - begin)};
+        const Tensor part = chunk.slice(0, piece);
+        flat.read(k, begin, part);
+        all.write(part);
+        for (size_t i = next; per_tensor && i < tensors.size(); ++i) {  // entries in offset order
+          const ParamEntry& p = c.param_entries[i];
+          const int64_t a = std::max(begin, p.offset + tensors[i].written()),
+                        b = std::min(begin + part.count(), p.offset + p.shape.count());
+          if (b > a) tensors[i].write(part.slice(a - begin, Shape{b - a}));
+          if (tensors[i].written() == p.shape.count() && i == next) ++next;
+          if (p.offset >= begin + part.count()) break;
+        }
+      }
+      all.finish();
+      crcs.push_back(all.crc());
+    };
+    stream(0, "params_flat", true);
+    for (h5::TensorWriter& t : tensors) t.finish();
     write_named(f, "buffers", c.buffers, what);
     if (const int err = fault_at(FaultPoint::CkptWrite)) throw_write_error(path, err, what);
-    for (const ParamEntry& p : c.param_entries)
-      h5::write_tensor(f, "params/" + p.name, c.params.slice(p.offset, p.shape), p.shape, what);
 
     {
       H5Handle opt = h5::create_group(f, "optimizer", what);
       h5::write_attr(opt.id(), "name", c.optimizer, what);
       h5::write_attr(opt.id(), "steps_taken", c.optimizer_steps, what);
     }
-    write_named(f, "optimizer", c.optimizer_state, what);
+    for (size_t k = 0; k < c.optimizer_state.size(); ++k)
+      stream(1 + k, "optimizer/" + c.optimizer_state[k].name, false);
     {
       H5Handle rng = h5::create_group(f, "rng", what);
       h5::write_attr_u64(rng.id(), "seed", c.seed, what);
@@ -178,7 +248,7 @@ void write_checkpoint(const std::string& path, const Checkpoint& c) {
       std::array<double, 4> row = loss_scaling_row(*c.loss_scaling);
       h5::write_tensor(f, "loss_scaling", Tensor::borrow(row.data(), Shape{4}, DType::F64), Shape{4}, what);
     }
-    h5::write_attr(f, "checksum", static_cast<int64_t>(content_checksum(c)), what);
+    h5::write_attr(f, "checksum", static_cast<int64_t>(content_checksum(c, &crcs)), what);
     if (const int err = fault_at(FaultPoint::CkptClose)) throw_write_error(path, err, what);
     if (file.close() < 0) data::throw_h5_error(what);
   } catch (const UserError& e) {

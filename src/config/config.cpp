@@ -39,14 +39,15 @@ std::vector<std::string> command_names() {
 }
 
 // HPCTRAIN_* variables that are not options and are read elsewhere: fault
-// injection (HPCTRAIN_FAULT*), test hooks (HPCTRAIN_TEST*) and the BLAS core
-// check's re-execution marker (HPCTRAIN_BLAS_CORE_FIX, backend/cpu/blas_core.cpp).
+// injection (HPCTRAIN_FAULT*), test hooks (HPCTRAIN_TEST*), the BLAS core
+// check's re-execution marker (HPCTRAIN_BLAS_CORE_FIX, backend/cpu/blas_core.cpp)
+// and the job script's started file (HPCTRAIN_STARTED_FILE, train/started_file.h).
 // The CPU backend's switches (HPCTRAIN_CPU_*, backend/cpu/switches.h) are
 // checked by name and value. Any other HPCTRAIN_* variable that names no
 // option is an error, like an unknown option: a misspelt HPCTRAIN_OPTIM_LRR
 // must not be silently ignored.
-const std::vector<std::string> ENV_NOT_OPTIONS = {"HPCTRAIN_FAULT", "HPCTRAIN_TEST",
-                                                  "HPCTRAIN_BLAS_CORE_FIX"};
+const std::vector<std::string> ENV_NOT_OPTIONS = {"HPCTRAIN_FAULT", "HPCTRAIN_TEST", "HPCTRAIN_BLAS_CORE_FIX",
+                                                  "HPCTRAIN_STARTED_FILE"};
 
 const backend::cpu::SwitchSpec* cpu_switch(const std::string& var) {
   for (const backend::cpu::SwitchSpec& s : backend::cpu::switches())
@@ -220,7 +221,9 @@ void print_help(std::ostream& os) {
         "commands: train (default), eval (--checkpoint, --data.path), doctor (check the setup),\n"
         "          predict (--checkpoint, --data.path, --out preds.h5), export (--checkpoint, --format, -o "
         "DIR),\n"
-        "          sample (--checkpoint; language models)\n"
+        "          sample (--checkpoint; language models); eval, predict, sample and export also take\n"
+        "          --model.init DIR|FILE (Hugging Face weights, export --format torch) instead of "
+        "--checkpoint\n"
         "Every option can also be set in the environment as HPCTRAIN_GROUP_NAME (--optim.lr:\n"
         "HPCTRAIN_OPTIM_LR) and in the --config INI file as `name = value` under [group].\n"
         "Precedence: command line > environment > config file > default.\n"
@@ -256,9 +259,14 @@ void check_combination(const Config& c, const std::map<std::string, std::string>
   if ((c.command == Command::Train || evaluates) && c.data.path.empty())
     throw UserError(std::string("option --data.path: required for ") + name_of(c.command) +
                     " (an HDF5 dataset; " + HOW_TO_MAKE_DATA + ")");
-  if ((evaluates || c.command == Command::Sample || c.command == Command::Export) && c.checkpoint.empty())
+  const bool from_model = evaluates || c.command == Command::Sample || c.command == Command::Export;
+  if (from_model && c.checkpoint.empty() && c.model.init.empty())
     throw UserError(std::string("option --checkpoint: required for ") + name_of(c.command) +
-                    " (a ckpt-STEP.h5 file of a run)");
+                    " (a ckpt-STEP.h5 file of a run), or --model.init DIR|FILE (weights in the Hugging Face "
+                    "layout or of `export --format torch`)");
+  if (from_model && !c.checkpoint.empty() && !c.model.init.empty())
+    throw UserError(std::string("options --checkpoint and --model.init: ") + name_of(c.command) +
+                    " takes its model from one of them, not both");
   if (c.command == Command::Predict && c.eval.out.empty())
     throw UserError("option --out: required for predict (the HDF5 file to write, e.g. --out preds.h5)");
   if (c.command == Command::Export && c.eval.out.empty())
@@ -267,6 +275,31 @@ void check_combination(const Config& c, const std::map<std::string, std::string>
     throw UserError(option_label("dist.sequence_parallel", where) +
                     ": needs tensor parallelism (--dist.tp 2 or more): with dist.tp 1 there is no group to "
                     "split the sequence over");
+  const DistConfig defaults;
+  if (c.dist.zero != 3)
+    for (const auto& [name, changed] :
+         {std::pair{"dist.zero_unit_mb", c.dist.zero_unit_mb != defaults.zero_unit_mb},
+          std::pair{"dist.zero_keep_mb", c.dist.zero_keep_mb != defaults.zero_keep_mb},
+          std::pair{"dist.zero_prefetch", c.dist.zero_prefetch != defaults.zero_prefetch}})
+      if (changed)
+        throw UserError(option_label(name, where) + ": applies to dist.zero 3 only (dist.zero is " +
+                        std::to_string(c.dist.zero) + ")");
+  if (c.dist.zero == 3 && !c.dist.overlap)
+    throw UserError(option_label("dist.overlap", where) +
+                    ": dist.zero 3 cannot be combined with dist.overlap false: stage 3 reduce-scatters each "
+                    "unit's gradients as its backward ends, so that no rank ever holds all of them");
+  // run.dir is where training (and the doctor's check of it) writes; the other commands write
+  // beside the checkpoint or to --out. On their command line it would be silently ignored. (An
+  // INI file or the environment shared with training may carry it.)
+  if (c.command != Command::Train && c.command != Command::Doctor) {
+    auto it = where.find("run.dir");
+    if (it != where.end() && it->second.empty())
+      throw UserError(std::string("option --run.dir: not used by 'hpctrain ") + name_of(c.command) + "' (" +
+                      (c.command == Command::Eval ? "it writes eval.json beside the checkpoint, or to --out"
+                       : c.command == Command::Sample ? "it prints the text"
+                                                      : "it writes to --out") +
+                      ")");
+  }
   if (c.optim.schedule == ScheduleKind::Cosine && c.optim.min_lr > c.optim.lr)
     throw UserError(option_label("optim.min_lr", where) + ": must be <= optim.lr (got " +
                     config::format_float(c.optim.min_lr) + " > " + config::format_float(c.optim.lr) + ")");
@@ -279,8 +312,14 @@ bool parse(int argc, const char* const* argv, Config& out) {
     cfg.command = parse_command(args.front());
     args.erase(args.begin());
   }
-  for (std::string& a : args)  // `export -o DIR`: the one short option, an alias of --out
-    if (a == "-o") a = "--out";
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "-o") args[i] = "--out";  // `export -o DIR`: the one short option, an alias of --out
+    // `export --force`: a bare flag means true, as hpcdata's does (unless a BOOL follows).
+    static const std::vector<std::string> bools = {"true", "false", "1", "0", "yes", "no", "on", "off"};
+    if (args[i] == "--force" &&
+        (i + 1 == args.size() || std::find(bools.begin(), bools.end(), args[i + 1]) == bools.end()))
+      args[i] = "--force=true";
+  }
 
   const po::options_description desc = make_description();
   po::variables_map vm;

@@ -121,9 +121,13 @@ struct DistConfig {
   double timeout = 300;                     // seconds per collective before the job is aborted
   bool overlap = true;                      // start each gradient bucket's allreduce during backward
   ReduceAlgo reduce = ReduceAlgo::Ordered;  // MpiComm's allreduce / reduce-scatter
-  int zero = 0;  // ZeRO stage: 0 replicated, 1 sharded optimizer state, 2 + bucket reduce-scatter
-  int tp = 1;    // tensor-parallel size (dist/grid.h: world = dp × pp × tp)
-  int pp = 1;    // pipeline-parallel size
+  int zero =
+      0;  // ZeRO stage: 0 replicated, 1 sharded optimizer state, 2 + bucket reduce-scatter, 3 + parameters
+  double zero_unit_mb = 0;    // stage 3: the most parameters gathered as one unit; 0 = a unit per layer
+  double zero_keep_mb = 1;    // stage 3: units this small stay gathered from forward to backward
+  bool zero_prefetch = true;  // stage 3: gather the next unit while the current one computes
+  int tp = 1;  // tensor-parallel size (dist/grid.h: world = dp × pp × tp)
+  int pp = 1;  // pipeline-parallel size
   bool sequence_parallel = false;  // with tp > 1: norms, dropout, residual adds on 1/tp of the sequence
 };
 
@@ -144,11 +148,21 @@ struct CkptConfig {
 
 // hpctrain sample (a language model's checkpoint): command-line options of that command only.
 struct SampleConfig {
-  std::string prompt;        // text to continue (its bytes are the first tokens)
+  std::string prompt;        // text to continue (tokenised as the model's data was)
   int64_t tokens = 200;      // tokens to generate
   double temperature = 0.8;  // softmax temperature; 0 = greedy
   int64_t top_k = 40;        // sample among the k most likely tokens; 0 = all
   uint64_t seed = 0;         // the same seed gives the same text
+  bool stop = true;          // stop at the end-of-text token (when the tokenizer has one)
+  bool kv_cache =
+      true;  // one forward over the prompt, then one token at a time (false: a full window per token)
+};
+
+// hpctrain export: command-line options of that command only.
+struct ExportConfig {
+  std::string dtype =
+      "auto";  // auto (the training dtype) | fp32 | bf16 | fp16: the weights' dtype (hf, torch)
+  double max_shard_mb = 5000;  // hf: weights above this many MB go into shards with an index
 };
 
 // hpctrain eval / predict: command-line options of those commands only.
@@ -157,19 +171,22 @@ struct EvalConfig {
   std::string
       out;  // eval: the eval.json path (default: beside the checkpoint); predict: preds.h5; export: DIR
   ExportFormat format = ExportFormat::Torch;  // export
+  bool force = false;                         // export: write into a directory that already holds files
 };
 
 struct Config {
   Command command = Command::Train;
   std::string config_file;
   std::string run_dir = "runs/default";
-  std::string resume;      // "" | auto | PATH
-  std::string checkpoint;  // eval / sample
-  SampleConfig sample;     // sample
-  EvalConfig eval;         // eval, predict
-  bool json = false;       // doctor: print the report as JSON
-  bool local = false;      // doctor: this process only (no MPI, no fabric preflight)
-  std::string flight_dir;  // doctor --flight: analyse this run directory's flight records (no MPI)
+  std::string resume;        // "" | auto | PATH
+  std::string checkpoint;    // eval / predict / sample / export (or model.init)
+  SampleConfig sample;       // sample
+  ExportConfig exporting;    // export
+  EvalConfig eval;           // eval, predict
+  bool json = false;         // doctor: print the report as JSON
+  bool local = false;        // doctor: this process only (no MPI, no fabric preflight)
+  std::string flight_dir;    // doctor --flight: analyse this run directory's flight records (no MPI)
+  int64_t memory_ranks = 0;  // doctor --memory N: the memory model on N ranks (no MPI); 0 = not asked
   DataConfig data;
   ModelConfig model;
   OptimConfig optim;
@@ -189,5 +206,10 @@ std::string to_ini(const Config& cfg);
 
 // Human-readable version block: hpctrain version and commit, and every library it was built with.
 std::string version_report();
+// hpctrain's version (the VERSION file) and the commit it was built from ("unknown" outside a git
+// checkout). The Makefile defines them for config/version.cpp alone, so that a new commit recompiles
+// one file; everything that prints or stores them asks these.
+const char* hpctrain_version();
+const char* hpctrain_commit();
 
 }  // namespace hpc

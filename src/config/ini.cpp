@@ -171,7 +171,9 @@ std::string to_ini(const Config& cfg) {
     for (const OptionSpec& s : config::option_table())
       if (s.in_file && s.group == group) {
         std::string value = config::ini_value(s.get(cfg));
-        os << s.key << (value.empty() ? " =" : " = " + value) << "\n";
+        os << s.key << (value.empty() ? " =" : " = " + value);
+        if (const char* why = s.unused ? s.unused(cfg) : nullptr) os << "  # not used: " << why;
+        os << "\n";
       }
   }
   return os.str();

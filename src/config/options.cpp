@@ -29,13 +29,13 @@ constexpr Range POSITIVE{0, true, INF, false};
 constexpr Range NON_NEGATIVE{0, false, INF, false};
 constexpr Range AT_LEAST_ONE{1, false, INF, false};
 constexpr Range UNIT_HALF_OPEN{0, false, 1, true};  // [0, 1): decay rates, smoothing
-constexpr Range ZERO_STAGES{0, false, 2, false};    // dist.zero: 0, 1, 2
+constexpr Range ZERO_STAGES{0, false, 3, false};    // dist.zero: 0, 1, 2, 3
 
 std::string preset_help() {
   std::string help = "network:";
   for (const std::string& p : nn::preset_names()) help += " " + p + ",";
   help.back() = ' ';
-  return help + "(gpt-*: language models)";
+  return help + "(gpt-*, *llama*: language models)";
 }
 
 template <class Access>
@@ -96,6 +96,14 @@ OptionSpec name_choice(std::string name, Access acc, const std::vector<std::stri
   s.choices = choices;
   s.get = [acc](const Config& c) { return acc(c); };
   s.set = [acc, choices](Config& c, const std::string& text) { acc(c) = parse_choice(text, choices); };
+  return s;
+}
+
+// A model.spec replaces the preset: the preset's value is then without effect.
+OptionSpec unused_when_spec(OptionSpec s) {
+  s.unused = [](const Config& c) -> const char* {
+    return c.model.spec.empty() ? nullptr : "model.spec replaces it";
+  };
   return s;
 }
 
@@ -219,6 +227,18 @@ OptionSpec augment_option(OptionSpec s) {
   return s;
 }
 
+// An option of `hpctrain export` only, like doctor_only.
+OptionSpec export_only(OptionSpec s) {
+  s.in_file = false;
+  s.set = [inner = s.set, name = s.name](Config& c, const std::string& text) {
+    if (c.command != Command::Export) throw BadValue("only for 'hpctrain export'");
+    if (name == "dtype" && text != "auto" && text != "fp32" && text != "bf16" && text != "fp16")
+      throw BadValue("auto, fp32, bf16 or fp16");
+    inner(c, text);
+  };
+  return s;
+}
+
 // An option of `hpctrain eval` and `predict` only, like doctor_only.
 OptionSpec eval_only(OptionSpec s) {
   s.in_file = false;
@@ -243,7 +263,8 @@ std::vector<OptionSpec> build_table() {
                              "INI file: [group] sections of name = value (env HPCTRAIN_CONFIG)")),
       text("resume", FIELD(resume), P::RESUME, "auto|PATH",
            "continue from the newest valid checkpoint in run.dir (auto) or from this file"),
-      text("checkpoint", FIELD(checkpoint), P::INPUT_FILE, "PATH", "checkpoint to evaluate or sample from"),
+      text("checkpoint", FIELD(checkpoint), P::INPUT_FILE, "PATH",
+           "checkpoint to evaluate, predict, sample or export from (or --model.init DIR|FILE)"),
       doctor_only(flag("json", FIELD(json), "doctor: print the report as JSON (--json alone means true)")),
       doctor_only(
           flag("local", FIELD(local),
@@ -251,6 +272,11 @@ std::vector<OptionSpec> build_table() {
       doctor_only(text("flight", FIELD(flight_dir), P::NON_EMPTY, "RUN_DIR",
                        "doctor: read RUN_DIR/flight-*.json (collective flight records) and name the "
                        "diverging collective and the ranks behind it")),
+      doctor_only(
+          number("memory", FIELD(memory_ranks), AT_LEAST_ONE,
+                 "doctor: print the configuration's per-rank memory model on this many ranks at "
+                 "dist.zero 0-3 (parameters, gradients, optimizer state, gather buffers, activations) "
+                 "and exit; no MPI, no training")),
       sample_only(text("prompt", FIELD(sample.prompt), P::ANY_TEXT, "TEXT",
                        "sample: the text to continue (its bytes are the first tokens)")),
       sample_only(number("tokens", FIELD(sample.tokens), AT_LEAST_ONE, "sample: tokens to generate")),
@@ -260,6 +286,17 @@ std::vector<OptionSpec> build_table() {
                          "sample: draw among the k most likely tokens; 0 = all")),
       sample_only(
           number("seed", FIELD(sample.seed), ANY, "sample: random seed (the same seed, the same text)")),
+      sample_only(flag("stop", FIELD(sample.stop),
+                       "sample: stop at the end-of-text token, when the model's tokenizer has one")),
+      sample_only(
+          flag("kv-cache", FIELD(sample.kv_cache),
+               "sample: keep each layer's keys and values (one forward over the prompt, then one token "
+               "at a time); false: a full forward of the window per token")),
+      export_only(text("dtype", FIELD(exporting.dtype), P::ANY_TEXT, "auto|fp32|bf16|fp16",
+                       "export: the weights' dtype (auto: the training dtype, or the source's)")),
+      export_only(number("max-shard-mb", FIELD(exporting.max_shard_mb), POSITIVE,
+                         "export --format hf: weights above this size go into shards with "
+                         "model.safetensors.index.json")),
       eval_only(
           choice("eval.split", FIELD(eval.split),
                  "eval/predict: the split to evaluate (auto: /val when the data has one, else /train)")),
@@ -267,9 +304,11 @@ std::vector<OptionSpec> build_table() {
                      "eval: the eval.json to write (default: beside the checkpoint); predict: preds.h5; "
                      "export: the directory (-o DIR)")),
       eval_only(choice("format", FIELD(eval.format),
-                       "export: torch (safetensors + model.py) | hf (Hugging Face GPT-2 layout: config.json "
-                       "+ safetensors) | "
-                       "onnx (model.onnx, opset 13, the inference graph)")),
+                       "export: torch (safetensors + model.py) | hf (Hugging Face GPT-2 or Llama layout: "
+                       "config.json + safetensors) | onnx (model.onnx, opset 17, the inference graph)")),
+      export_only(flag("force", FIELD(eval.force),
+                       "export: write into a -o directory that already holds files (those of the same names "
+                       "are replaced, the others stay); --force alone means true")),
 
       text("data.path", FIELD(data.path), P::INPUT_FILE, "PATH",
            "HDF5 dataset with /train and optionally /val (needed by train and eval)"),
@@ -282,25 +321,36 @@ std::vector<OptionSpec> build_table() {
                           "training images: flip (horizontal, p = 1/2), crop:P (pad P, random crop); e.g. "
                           "\"flip, crop:4\"; none by default")),
 
-      name_choice("model.preset", FIELD(model.preset), nn::preset_names(), preset_help(), "NAME"),
+      unused_when_spec(
+          name_choice("model.preset", FIELD(model.preset), nn::preset_names(), preset_help(), "NAME")),
       text("model.spec", FIELD(model.spec), P::ANY_TEXT, "SPEC",
            "explicit layer spec, e.g. \"conv(32,3,pad=1) relu flatten linear(10)\"; overrides the preset"),
       int_list("model.hidden", FIELD(model.hidden), "mlp hidden layer widths"),
-      text("model.init", FIELD(model.init), P::ANY_TEXT, "PATH",
-           "start from these parameters: an hpctrain checkpoint, a safetensors file or a Hugging Face GPT-2 "
-           "directory (not the optimizer, step or sampler)"),
+      text(
+          "model.init", FIELD(model.init), P::ANY_TEXT, "PATH",
+          "start from these parameters: an hpctrain checkpoint, a safetensors file or a Hugging Face GPT-2 / "
+          "Llama directory (not the optimizer, step or sampler); eval, predict, sample, export: the model"),
       text("model.init_skip", FIELD(model.init_skip), P::ANY_TEXT, "NAME,NAME",
            "tensors (or prefixes such as 11.linear) that model.init leaves freshly initialised"),
       auto_or_bool("model.sync_bn", FIELD(model.sync_bn),
                    "batch-norm statistics over all ranks (auto: when there is more than one)"),
-      number("model.layers", FIELD(model.layers), NON_NEGATIVE, "gpt: transformer blocks (0: the preset's)"),
-      number("model.heads", FIELD(model.heads), NON_NEGATIVE, "gpt: attention heads (0: the preset's)"),
-      number("model.width", FIELD(model.width), NON_NEGATIVE, "gpt: embedding width (0: the preset's)"),
+      number("model.layers", FIELD(model.layers), NON_NEGATIVE,
+             "gpt/llama: transformer blocks (0: the preset's)"),
+      number("model.heads", FIELD(model.heads), NON_NEGATIVE, "gpt/llama: attention heads (0: the preset's)"),
+      number("model.kv_heads", FIELD(model.kv_heads), NON_NEGATIVE,
+             "gpt/llama: key/value heads, heads a multiple of them; 1 = multi-query (0: the preset's)"),
+      number("model.width", FIELD(model.width), NON_NEGATIVE,
+             "gpt/llama: embedding width; resnet50: the first stage's width, 64 (0: the preset's)"),
+      number("model.ffn", FIELD(model.ffn), NON_NEGATIVE,
+             "gpt/llama: MLP width (0: the preset's; GPT 4 × width)"),
       number("model.context", FIELD(model.context), NON_NEGATIVE,
-             "gpt: tokens per training window (0: the preset's)"),
-      number("model.vocab", FIELD(model.vocab), NON_NEGATIVE, "gpt: vocabulary size (0: the preset's)"),
+             "gpt/llama: tokens per training window (0: the preset's)"),
+      number("model.vocab", FIELD(model.vocab), NON_NEGATIVE, "gpt/llama: vocabulary size (0: the preset's)"),
       flag("model.recompute", FIELD(model.recompute),
-           "gpt: recompute block activations in backward to save memory"),
+           "gpt/llama: recompute block activations in backward to save memory"),
+      flag("model.zero_init_residual", FIELD(model.zero_init_residual),
+           "resnet20/resnet50: start each residual branch's last bn at gamma = 0 (the block starts as the "
+           "identity)"),
 
       choice("optim.name", FIELD(optim.name), "optimizer"),
       number("optim.lr", FIELD(optim.lr), POSITIVE, "peak learning rate (after warmup, before lr_scaling)"),
@@ -351,7 +401,16 @@ std::vector<OptionSpec> build_table() {
              "library's MPI_Iallreduce / MPI_Ireduce_scatter: its tuned algorithms, bits may change)"),
       number("dist.zero", FIELD(dist.zero), ZERO_STAGES,
              "ZeRO stage: 0 replicated; 1 optimizer state sharded over the ranks; 2 also gradients "
-             "reduce-scattered bucket by bucket during backward"),
+             "reduce-scattered bucket by bucket during backward; 3 also parameters, gathered unit by unit"),
+      number(
+          "dist.zero_unit_mb", FIELD(dist.zero_unit_mb), NON_NEGATIVE,
+          "dist.zero 3: most MiB of parameters gathered as one unit (consecutive layers bucketed up to it; "
+          "a layer is never split); 0 = a unit per layer"),
+      number(
+          "dist.zero_keep_mb", FIELD(dist.zero_keep_mb), NON_NEGATIVE,
+          "dist.zero 3: units of at most this many MiB stay gathered from their forward to their backward"),
+      flag("dist.zero_prefetch", FIELD(dist.zero_prefetch),
+           "dist.zero 3: gather the next unit while the current one computes (false: each when needed)"),
       number("dist.tp", FIELD(dist.tp), AT_LEAST_ONE,
              "tensor-parallel size: adjacent ranks that split each transformer layer (must divide the "
              "world; the rest is data parallel)"),

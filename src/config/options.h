@@ -37,6 +37,9 @@ struct OptionSpec {
   bool in_file = true;                            // may appear in an INI file and is written by to_ini()
   std::function<std::string(const Config&)> get;  // the field as text that set() reads back
   std::function<void(Config&, const std::string&)> set;  // parse + validate; throws BadValue
+  // Set when the value can be without effect: why it has none in `cfg` (nullptr when it has one);
+  // to_ini() says so beside the value.
+  std::function<const char*(const Config&)> unused;
 };
 
 // All options in --help order (general first, then data, model, optim, …).

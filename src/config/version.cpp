@@ -18,6 +18,7 @@
 #include "backend/device.h"
 #include "config/config.h"
 
+// The Makefile defines both for this file alone; a compile outside it (an IDE's indexer) still builds.
 #ifndef HPCTRAIN_VERSION
 #define HPCTRAIN_VERSION "0.0.0"
 #endif
@@ -26,6 +27,9 @@
 #endif
 
 namespace hpc {
+
+const char* hpctrain_version() { return HPCTRAIN_VERSION; }
+const char* hpctrain_commit() { return HPCTRAIN_COMMIT; }
 
 namespace {
 
@@ -60,7 +64,7 @@ std::string boost_version() {
 
 std::string version_report() {
   std::ostringstream os;
-  os << "hpctrain " << HPCTRAIN_VERSION << " (commit " << HPCTRAIN_COMMIT << ")\n"
+  os << "hpctrain " << hpctrain_version() << " (commit " << hpctrain_commit() << ")\n"
      << "  CUDA:     " << backend::cuda_versions() << "\n"
      << "  MPI:      " << mpi_version() << "\n"
      << "  HDF5:     " << hdf5_version() << "\n"

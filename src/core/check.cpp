@@ -18,6 +18,16 @@ std::atomic<JobAbort> job_abort{exit_now};
 
 }  // namespace
 
+const std::string& host_name() {
+  static const std::string name = [] {
+    char host[256] = "?";
+    gethostname(host, sizeof host);
+    host[sizeof host - 1] = '\0';
+    return std::string(host);
+  }();
+  return name;
+}
+
 int launcher_rank() {
   for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
     if (const char* v = std::getenv(name)) return std::atoi(v);
@@ -28,10 +38,8 @@ void set_job_abort(JobAbort abort_job) { job_abort.store(abort_job ? abort_job :
 
 void fail_call(const char* library, const char* call, const std::string& message, const char* file, int line,
                int exit_code, const char* device, const char* hint) {
-  char host[256] = "?";
-  gethostname(host, sizeof host);
   std::fprintf(stderr, "hpctrain: error on rank %d (%s%s%s): %s call %s failed: %s (%s:%d)%s%s\n",
-               launcher_rank(), host, device ? ", " : "", device ? device : "", library, call,
+               launcher_rank(), host_name().c_str(), device ? ", " : "", device ? device : "", library, call,
                message.c_str(), file, line, hint ? ": " : "", hint ? hint : "");
   std::fflush(stderr);
   std::fflush(stdout);

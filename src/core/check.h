@@ -41,6 +41,10 @@ void set_job_abort(JobAbort abort_job);
 // PMIX_RANK, PMI_RANK, SLURM_PROCID), -1 when none says.
 int launcher_rank();
 
+// This machine's host name ("?" when the system will not say), read once: the one source of
+// the host in messages and rank tables (dist::RankInfo::host is this).
+const std::string& host_name();
+
 }  // namespace hpc
 
 // `call` once; when `failed` (an expression of the result hpc_rc_) holds,

@@ -31,7 +31,7 @@ constexpr KindName KINDS[] = {
     {FaultKind::Enospc, "enospc"}, {FaultKind::Eio, "eio"},         {FaultKind::Stall, "stall"},
     {FaultKind::Exit, "exit"},     {FaultKind::SigUsr1, "sigusr1"}, {FaultKind::SigTerm, "sigterm"},
     {FaultKind::SigInt, "sigint"}, {FaultKind::Sleep, "sleep"},     {FaultKind::Lesser, "lesser"},
-    {FaultKind::Wrong, "wrong"},   {FaultKind::Abort, "abort"}};
+    {FaultKind::Wrong, "wrong"},   {FaultKind::Abort, "abort"},     {FaultKind::Segv, "segv"}};
 
 struct PointName {
   FaultPoint point;
@@ -49,12 +49,13 @@ constexpr PointName POINTS[] = {{FaultPoint::Step, "step"},
                                 {FaultPoint::Metrics, "metrics"},
                                 {FaultPoint::DataRead, "data_read"},
                                 {FaultPoint::RingSend, "ring_send"},
+                                {FaultPoint::Startup, "startup"},
                                 {FaultPoint::BlasCore, "blas_core"},
                                 {FaultPoint::BlasCheck, "blas_check"}};
 
 bool is_signal(FaultKind k) {
   return k == FaultKind::SigUsr1 || k == FaultKind::SigTerm || k == FaultKind::SigInt ||
-         k == FaultKind::Abort;
+         k == FaultKind::Abort || k == FaultKind::Segv;
 }
 bool is_io(FaultKind k) { return k == FaultKind::Enospc || k == FaultKind::Eio; }
 // Faults that stay on from their step; the others fire once.
@@ -82,6 +83,8 @@ bool allowed(FaultKind k, FaultPoint p) {
       return k == FaultKind::Eio || k == FaultKind::Sleep;
     case FaultPoint::RingSend:
       return k == FaultKind::Sleep;
+    case FaultPoint::Startup:  // a crash before training: what a requeued job must survive
+      return k == FaultKind::Exit || k == FaultKind::Abort || k == FaultKind::Segv;
     case FaultPoint::BlasCore:
       return k == FaultKind::Lesser;
     case FaultPoint::BlasCheck:
@@ -177,7 +180,10 @@ Fault parse_one(const std::string& text, const std::string& whole) {
 }
 
 void announce(const Fault& f, int rank, int64_t step, const char* what) {
-  if (f.point == FaultPoint::Step)
+  if (f.point == FaultPoint::Startup)
+    std::fprintf(stderr, "hpctrain: rank %d: %s: %s at start-up (start %lld of the job)\n", rank,
+                 f.text.c_str(), what, static_cast<long long>(step));
+  else if (f.point == FaultPoint::Step)
     std::fprintf(stderr, "hpctrain: rank %d: %s: %s as step %lld begins\n", rank, f.text.c_str(), what,
                  static_cast<long long>(step));
   else
@@ -196,12 +202,6 @@ void raise_signal(const Fault& f, int rank, int64_t step, int signo, const char*
 const char* fault_point_name(FaultPoint p) {
   for (const PointName& n : POINTS)
     if (n.point == p) return n.name;
-  return "?";
-}
-
-const char* fault_kind_name(FaultKind k) {
-  for (const KindName& n : KINDS)
-    if (n.kind == k) return n.name;
   return "?";
 }
 
@@ -239,10 +239,18 @@ thread_local int64_t scoped_fault_step = -1;  // FaultStepScope's step on this t
 FaultStepScope::FaultStepScope(int64_t step) { scoped_fault_step = step; }
 FaultStepScope::~FaultStepScope() { scoped_fault_step = -1; }
 
+int64_t job_start_number() {
+  const char* restarts = std::getenv("SLURM_RESTART_COUNT");
+  long long n = 0;
+  return restarts != nullptr && parse_int(restarts, 0, n) ? n + 1 : 1;
+}
+
 int fault_at(FaultPoint point) {
   State& s = state();
   if (!s.active.load(std::memory_order_acquire)) return 0;
-  const int64_t step = scoped_fault_step >= 0 ? scoped_fault_step : s.step.load(std::memory_order_relaxed);
+  const int64_t step = point == FaultPoint::Startup ? job_start_number()
+                       : scoped_fault_step >= 0     ? scoped_fault_step
+                                                    : s.step.load(std::memory_order_relaxed);
   for (size_t i = 0; i < s.faults.size(); ++i) {
     const Fault& f = s.faults[i];
     if (f.point != point || (f.rank >= 0 && f.rank != s.rank)) continue;
@@ -280,6 +288,15 @@ int fault_at(FaultPoint point) {
       case FaultKind::Abort:
         announce(f, s.rank, step, "calling abort() (SIGABRT)");
         std::abort();
+      case FaultKind::Segv:
+        announce(f, s.rank, step, "crashing (SIGSEGV)");
+        // A handler runs first (Open MPI's banner, the flight record). If it returns, as one
+        // written for a real fault does (the faulting instruction runs again, now without it),
+        // the default action ends the process.
+        std::raise(SIGSEGV);
+        std::signal(SIGSEGV, SIG_DFL);
+        std::raise(SIGSEGV);
+        break;
       default:
         break;
     }

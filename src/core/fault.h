@@ -15,6 +15,9 @@
 //              raise(SIG…) in the calling thread, at that very point
 //     abort    std::abort() there (SIGABRT: a failed assertion, a crash);
 //              taken wherever sig* is
+//     segv     raise(SIGSEGV) there (a crash such as a call through a null
+//              pointer: killed by signal 11, Open MPI's banner, a core where
+//              core dumps are on); taken wherever sig* is
 //     sleep=MS the rank sleeps MS milliseconds there (a slow rank, a slow disk)
 //     lesser   OPENBLAS_CORETYPE stands for OpenBLAS's own pick (a lesser core
 //              the library chose), not for the user's choice
@@ -35,6 +38,9 @@
 //     metrics      appending to RUN_DIR/metrics.jsonl     enospc
 //     data_read    reading samples (memory-mapped copy or H5Dread)  eio sleep
 //     ring_send    hpctrain doctor's ring exchange, before each send  sleep
+//     startup      MPI is up and this plan installed (dist::Context), before
+//                  the data, the model and the checkpoint: training has not
+//                  started                                 exit abort segv
 //     blas_core    the start-up BLAS core check (before MPI)   lesser
 //     blas_check   its sgemm self-check of a corrected core    wrong
 //                  (both read HPCTRAIN_FAULT themselves with fault_planned(),
@@ -42,6 +48,9 @@
 //                  launcher's, STEP does not apply)
 //   RANK     the rank that fails; `*` or absent: every rank
 //   STEP     the trainer's step (1-based, the step being computed or saved);
+//            for `startup`, the job's start instead: 1 the first,
+//            SLURM_RESTART_COUNT + 1 a requeued Slurm job's (so a requeued job
+//            can crash once at its restart and not again at the next);
 //            absent: the first time the point is reached. I/O faults and
 //            sleeps stay on from STEP (a full disk stays full, a slow rank
 //            stays slow); the others fire once. Loader threads read ahead,
@@ -51,7 +60,8 @@
 // Examples: "enospc@ckpt_write:0:20", "eio@data_read:1:5",
 // "sigusr1@step_end:1:21" (stop after step 21), "exit@ckpt_write:0:20" (die
 // with half a file on disk), "sleep=30@step_end" (slow every step),
-// "stall@step:1:4", "sleep=150@ring_send:1".
+// "stall@step:1:4", "sleep=150@ring_send:1", "segv@startup:0:2" (rank 0
+// crashes at the first restart of a requeued job, before training).
 //
 // Why a process-wide hook and not an object passed down: the points sit in
 // every layer, down to the lowest I/O (checkpoint writer, dataset reads in
@@ -70,7 +80,20 @@
 
 namespace hpc {
 
-enum class FaultKind { Enospc, Eio, Stall, Exit, SigUsr1, SigTerm, SigInt, Sleep, Lesser, Wrong, Abort };
+enum class FaultKind {
+  Enospc,
+  Eio,
+  Stall,
+  Exit,
+  SigUsr1,
+  SigTerm,
+  SigInt,
+  Sleep,
+  Lesser,
+  Wrong,
+  Abort,
+  Segv
+};
 enum class FaultPoint {
   Step,
   StepEnd,
@@ -84,6 +107,7 @@ enum class FaultPoint {
   Metrics,
   DataRead,
   RingSend,
+  Startup,
   BlasCore,
   BlasCheck
 };
@@ -123,6 +147,10 @@ class FaultStepScope {
   FaultStepScope& operator=(const FaultStepScope&) = delete;
 };
 
+// The job's start that `startup` faults compare STEP with: SLURM_RESTART_COUNT
+// + 1 (1 outside Slurm and on a job's first start).
+int64_t job_start_number();
+
 // Called at `point`. Signals are raised and stalls, sleeps and exits happen
 // right here; for an I/O fault that applies, returns the errno the caller
 // must fail with as it would for a real failure (ENOSPC, EIO); else 0.
@@ -135,8 +163,7 @@ int fault_at(FaultPoint point);
 // counts as no plan here; dist::Context reports it as every run does.
 bool fault_planned(FaultKind kind, FaultPoint point);
 
-// "ckpt_write", "enospc": the names used in HPCTRAIN_FAULT.
+// "ckpt_write": a point's name in HPCTRAIN_FAULT.
 const char* fault_point_name(FaultPoint point);
-const char* fault_kind_name(FaultKind kind);
 
 }  // namespace hpc

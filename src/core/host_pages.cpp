@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -63,6 +65,34 @@ size_t resident_bytes(const void* p, size_t bytes) {
   size_t pages = 0;
   for (unsigned char c : in_core) pages += c & 1;
   return pages * page;
+}
+
+namespace {
+// A "Name:   123 kB" line of /proc/self/status, in bytes (0 when absent).
+size_t status_kib(const char* name) {
+  std::FILE* f = std::fopen("/proc/self/status", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  size_t kib = 0;
+  const size_t n = std::strlen(name);
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::strncmp(line, name, n) == 0 && line[n] == ':') {
+      kib = std::strtoull(line + n + 1, nullptr, 10);
+      break;
+    }
+  std::fclose(f);
+  return kib * 1024;
+}
+}  // namespace
+
+size_t rss_bytes() { return status_kib("VmRSS"); }
+size_t peak_rss_bytes() { return status_kib("VmHWM"); }
+
+void reset_peak_rss() {
+  std::FILE* f = std::fopen("/proc/self/clear_refs", "w");
+  if (f == nullptr) return;
+  std::fputs("5", f);
+  std::fclose(f);
 }
 
 }  // namespace hpc

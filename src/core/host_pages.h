@@ -24,4 +24,11 @@ void release_zeroed(const Tensor& t, int64_t begin, int64_t end);
 // (mincore): whole pages, so up to a page more than the range at either end.
 size_t resident_bytes(const void* p, size_t bytes);
 
+// This process's resident memory now (VmRSS) and at most since the last reset_peak_rss (VmHWM;
+// reset by writing 5 to /proc/self/clear_refs). 0 where /proc cannot tell. What a checkpoint save
+// costs in host memory is measured with them.
+size_t rss_bytes();
+size_t peak_rss_bytes();
+void reset_peak_rss();
+
 }  // namespace hpc

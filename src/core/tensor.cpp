@@ -9,6 +9,7 @@
 
 #include "core/device_memory.h"
 #include "core/error.h"
+#include "core/mem_ledger.h"
 
 namespace hpc {
 
@@ -95,10 +96,12 @@ Buffer::Buffer(Device device, size_t num_bytes, bool pinned) : device_(device), 
   } else {
     data_ = device_alloc(num_bytes);
   }
+  mem_use_add(data_, num_bytes);
 }
 
 Buffer::~Buffer() {
   if (!data_) return;
+  mem_use_remove(data_);
   if (pinned_)
     pinned_free(data_);
   else if (device_ == Device::CPU)
@@ -144,6 +147,17 @@ Tensor Tensor::slice(int64_t offset, Shape shape) const {
              "slice out of range of a " + shape_.str() + " tensor");
   Tensor t = *this;
   t.data_ = static_cast<char*>(data_) + static_cast<size_t>(offset) * dtype_size(dtype_);
+  t.shape_ = std::move(shape);
+  t.channel_block_ = 0;
+  return t;
+}
+
+Tensor Tensor::joined(const Tensor& next, Shape shape) const {
+  HPC_ASSERT(storage_ == next.storage_ && dtype_ == next.dtype_ && device_ == next.device_ &&
+                 static_cast<const char*>(data_) + num_bytes() == next.data_ &&
+                 shape.count() == count() + next.count(),
+             "joined: a " + next.shape_.str() + " tensor that does not follow this " + shape_.str() + " one");
+  Tensor t = *this;
   t.shape_ = std::move(shape);
   t.channel_block_ = 0;
   return t;

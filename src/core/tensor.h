@@ -104,6 +104,9 @@ class Tensor {
   Tensor slice(int64_t offset, Shape shape) const;
   // Rows [begin, end) of the leading dimension (a blocked tensor's rows stay blocked).
   Tensor rows(int64_t begin, int64_t end) const;
+  // This tensor and `next`, which must follow it directly in the same buffer
+  // (adjacent parameters of a model's flat buffer), as one tensor of `shape`.
+  Tensor joined(const Tensor& next, Shape shape) const;
 
   // 0: plain (NCHW); B > 1: channel-blocked by B (above).
   int64_t channel_block() const { return channel_block_; }

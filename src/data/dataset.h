@@ -1,9 +1,10 @@
 // Dataset: what the trainer, the loader and the start-up report need from
 // one split of a data file, whatever kind of data it holds.
 //
-// Two kinds implement it: H5Dataset (/SPLIT/x and /SPLIT/y: images, feature
-// rows, regression targets) and TokenDataset (/SPLIT/tokens: a token stream
-// cut into windows for a language model). Both describe themselves with a
+// Three kinds implement it: H5Dataset (/SPLIT/x and /SPLIT/y: images, feature
+// rows, regression targets), ImageDataset (/SPLIT/images: encoded JPEG or
+// PNG files, decoded by the loader) and TokenDataset (/SPLIT/tokens: a token
+// stream cut into windows for a language model). Both describe themselves with a
 // SplitInfo and copy samples with gather(); the sampler only ever sees
 // sample indices in [0, info().size), so sharding, shuffling and exact resume
 // are the same code for both.
@@ -25,6 +26,10 @@ struct SplitInfo {
   int64_t num_classes = 0;     // classification only (0 for regression; token data: vocabulary)
   Shape target_shape;          // regression: {k}; classification: {} (one id per sample); tokens: {T}
   double scale = 1, mean = 0, std = 1;  // uint8 x: value = (byte·scale − mean)/std
+  // Per-channel mean and std (C values, channel = first sample dimension)
+  // where the file gives them, as image folders' files do; they then
+  // replace mean and std. Empty otherwise.
+  std::vector<double> channel_mean, channel_std;
   // Classification: the classes in [0, num_classes) without a single sample,
   // and how num_classes was chosen ("max label of /train/y + 1", an attribute).
   std::vector<int64_t> missing_classes;

@@ -234,21 +234,7 @@ H5Dataset::H5Dataset(const std::string& path, const std::string& split, const Op
     if (info_.target_shape[0] == 0) throw UserError(ywhat + " has zero targets per sample");
   }
 
-  if (info_.x_dtype == DType::U8) {
-    info_.scale = number_attr(x.id(), "scale", xwhat).value_or(1.0);
-    info_.mean = number_attr(x.id(), "mean", xwhat).value_or(0.0);
-    info_.std = number_attr(x.id(), "std", xwhat).value_or(1.0);
-    if (info_.std == 0) throw UserError(xwhat + ": attribute 'std' is 0");
-    // gather() computes byte·gain + offset in float32: every byte must map to a finite value there
-    // (1e30 leaves room for the float rounding of gain and offset).
-    const double lo = -info_.mean / info_.std, hi = (255 * info_.scale - info_.mean) / info_.std;
-    if (!(std::fabs(lo) <= 1e30 && std::fabs(hi) <= 1e30)) {
-      char range[64];
-      std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
-      throw UserError(xwhat + ": attributes scale/mean/std map bytes 0-255 to " + range +
-                      ", beyond the float32 inputs hpctrain computes with (|x| <= 1e30)");
-    }
-  }
+  if (info_.x_dtype == DType::U8) read_normalisation(x.id(), info_.sample_shape[0], xwhat, info_);
 
   const int64_t xsize = info_.x_dtype == DType::F32 ? 4 : 1;
   x_ = open_source(file.id(),
@@ -270,9 +256,16 @@ H5Dataset::H5Dataset(const std::string& path, const std::string& split, const Op
     check_finite(*y_, scan, ywhat);
   }
 
-  for (int b = 0; b < 256; ++b) u8_f64_[b] = (b * info_.scale - info_.mean) / info_.std;
-  u8_gain_ = static_cast<float>(info_.scale / info_.std);
-  u8_offset_ = static_cast<float>(-info_.mean / info_.std);
+  // One table per channel where the file gives per-channel statistics, else one for all.
+  const size_t tables = info_.channel_mean.empty() ? 1 : info_.channel_mean.size();
+  u8_f64_.resize(tables);
+  for (size_t c = 0; c < tables; ++c) {
+    const double mean = tables > 1 ? info_.channel_mean[c] : info_.mean,
+                 std = tables > 1 ? info_.channel_std[c] : info_.std;
+    for (int b = 0; b < 256; ++b) u8_f64_[c][static_cast<size_t>(b)] = (b * info_.scale - mean) / std;
+    u8_gain_.push_back(static_cast<float>(info_.scale / std));
+    u8_offset_.push_back(static_cast<float>(-mean / std));
+  }
 }
 
 H5Dataset::~H5Dataset() = default;
@@ -326,14 +319,22 @@ void H5Dataset::gather_x(const std::byte* rows, const int64_t* indices, int64_t 
   const int64_t stride = x_->row_bytes();
   auto row = [&](int64_t i) { return rows + (indices ? indices[i] : i) * stride; };
   if (info_.x_dtype == DType::U8) {
+    const auto tables = static_cast<int64_t>(u8_gain_.size());
+    const int64_t span = per / tables;  // elements that share a table: a channel's plane, or the whole sample
     for (int64_t i = 0; i < n; ++i) {
       const auto* src = reinterpret_cast<const uint8_t*>(row(i));
       T* dst = out + i * per;
-      if constexpr (std::is_same_v<T, float>) {
-        const float gain = u8_gain_, offset = u8_offset_;  // locals: the loop vectorises
-        for (int64_t j = 0; j < per; ++j) dst[j] = static_cast<float>(src[j]) * gain + offset;
-      } else {
-        for (int64_t j = 0; j < per; ++j) dst[j] = u8_f64_[src[j]];
+      for (int64_t t = 0; t < tables; ++t) {
+        const uint8_t* s = src + t * span;
+        T* d = dst + t * span;
+        if constexpr (std::is_same_v<T, float>) {
+          const float gain = u8_gain_[static_cast<size_t>(t)],
+                      offset = u8_offset_[static_cast<size_t>(t)];  // locals: the loop vectorises
+          for (int64_t j = 0; j < span; ++j) d[j] = static_cast<float>(s[j]) * gain + offset;
+        } else {
+          const std::array<double, 256>& table = u8_f64_[static_cast<size_t>(t)];
+          for (int64_t j = 0; j < span; ++j) d[j] = table[s[j]];
+        }
       }
     }
     return;
@@ -398,6 +399,81 @@ void H5Dataset::gather(const int64_t* indices, int64_t n, const Tensor& x, const
   backend::dispatch_float(y.dtype(), "H5Dataset::gather y", [&]<typename T>() {
     for (int64_t i = 0; i < n; ++i) copy_floats(yrow(i), k, y.data<T>() + i * k);
   });
+}
+
+namespace {
+
+// A numeric attribute of 1 or `channels` values, or nullopt when absent.
+std::optional<std::vector<double>> numbers_attr(hid_t obj, const char* name, int64_t channels,
+                                                const std::string& what) {
+  const std::string where = what + ": attribute '" + name + "'";
+  if (h5_check(H5Aexists(obj, name), where + " cannot be read") == 0) return std::nullopt;
+  H5Handle a = H5Handle::attr(h5_check(H5Aopen(obj, name, H5P_DEFAULT), where + " cannot be opened"));
+  H5Handle t = H5Handle::type(h5_check(H5Aget_type(a.id()), where + " cannot be read"));
+  H5Handle s = H5Handle::space(h5_check(H5Aget_space(a.id()), where + " cannot be read"));
+  const H5T_class_t cls = H5Tget_class(t.id());
+  const hssize_t n = H5Sget_simple_extent_npoints(s.id());
+  if ((cls != H5T_FLOAT && cls != H5T_INTEGER) || (n != 1 && n != channels))
+    throw UserError(where + " must be one number or one per channel (" + std::to_string(channels) + ")");
+  std::vector<double> v(static_cast<size_t>(n));
+  h5_check(H5Aread(a.id(), H5T_NATIVE_DOUBLE, v.data()), where + " cannot be read");
+  for (double x : v)
+    if (!std::isfinite(x)) throw UserError(where + " is not finite");
+  return v;
+}
+
+}  // namespace
+
+void read_normalisation(hid_t dset, int64_t channels, const std::string& what, SplitInfo& info) {
+  info.scale = number_attr(dset, "scale", what).value_or(1.0);
+  const std::vector<double> mean =
+      numbers_attr(dset, "mean", channels, what).value_or(std::vector<double>{0.0});
+  const std::vector<double> std =
+      numbers_attr(dset, "std", channels, what).value_or(std::vector<double>{1.0});
+  const size_t c = std::max(mean.size(), std.size());
+  info.mean = mean[0];
+  info.std = std[0];
+  info.channel_mean.clear();
+  info.channel_std.clear();
+  if (c > 1)
+    for (size_t i = 0; i < c; ++i) {
+      info.channel_mean.push_back(mean.size() > 1 ? mean[i] : mean[0]);
+      info.channel_std.push_back(std.size() > 1 ? std[i] : std[0]);
+    }
+  for (size_t i = 0; i < c; ++i) {
+    const double m = c > 1 ? info.channel_mean[i] : info.mean, sd = c > 1 ? info.channel_std[i] : info.std;
+    if (sd == 0) throw UserError(what + ": attribute 'std' is 0");
+    // gather() computes byte·gain + offset in float32: every byte must map to a finite value there
+    // (1e30 leaves room for the float rounding of gain and offset).
+    const double lo = -m / sd, hi = (255 * info.scale - m) / sd;
+    if (!(std::fabs(lo) <= 1e30 && std::fabs(hi) <= 1e30)) {
+      char range[64];
+      std::snprintf(range, sizeof range, "[%g, %g]", lo, hi);
+      throw UserError(what + ": attributes scale/mean/std map bytes 0-255 to " + range +
+                      ", beyond the float32 inputs hpctrain computes with (|x| <= 1e30)");
+    }
+  }
+}
+
+std::unique_ptr<SampleSource> open_class_labels(hid_t file, const std::string& split, int64_t rows,
+                                                bool allow_mmap, const std::string& file_what,
+                                                SplitInfo& info) {
+  const std::string yname = "/" + split + "/y", ywhat = file_what + ": " + yname;
+  H5Handle y = open_dataset(file, yname, file_what, split);
+  const std::vector<int64_t> yd = dims_of(y.id(), ywhat);
+  if (stored_type(y.id()) != Stored::I32 || yd.size() != 1)
+    throw UserError(ywhat + " is " + type_name(y.id()) + " " + Shape(yd).str() +
+                    "; it must hold int32 class ids [N]");
+  if (yd[0] != rows)
+    throw UserError(ywhat + " has " + std::to_string(yd[0]) + " labels for " + std::to_string(rows) +
+                    " samples");
+  std::unique_ptr<SampleSource> labels =
+      open_source(file, SourceRequest{yname, H5T_NATIVE_INT32, rows, sizeof(int32_t), allow_mmap, ywhat});
+  std::string source;
+  info.num_classes = resolve_num_classes(file, y.id(), *labels, split, file_what, source);
+  info.missing_classes = check_labels(*labels, info.num_classes, ywhat, source);
+  info.num_classes_source = source;
+  return labels;
 }
 
 std::string mmap_advice(const std::vector<const Dataset*>& datasets) {

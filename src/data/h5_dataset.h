@@ -1,6 +1,6 @@
 // H5Dataset: one split ("train" or "val") of an hpctrain HDF5 dataset file.
 //
-// Layout (DESIGN.md "HDF5 layout"): /SPLIT/x is N × sample dims, float32 or
+// Layout (docs/data.md "HDF5 layout"): /SPLIT/x is N × sample dims, float32 or
 // uint8; a uint8 x carries float attributes scale, mean, std (defaults 1, 0,
 // 1) and a sample's value is (byte·scale − mean)/std. /SPLIT/y is N int32
 // class ids (classification) or N (× k) float32 targets (regression).
@@ -24,6 +24,8 @@
 // mmap_advice() words the one line a user sees about the slower path.
 // gather() is const and thread-safe: loader threads call it concurrently.
 #pragma once
+
+#include <hdf5.h>
 
 #include <array>
 #include <cstdint>
@@ -85,13 +87,29 @@ class H5Dataset : public Dataset {
   std::string path_, split_;
   SplitInfo info_;
   std::unique_ptr<SampleSource> x_, y_;
-  // uint8 → value. float32 (training): byte·gain + offset in float, which
+  // uint8 → value, per channel (one entry when the file has scalar
+  // attributes). float32 (training): byte·gain + offset in float, which
   // vectorises (4× a table lookup) and is within 2 ulp of the exact value;
   // the same on every read path, so results never depend on the path.
   // float64 (gradient checks): a table of the exact values.
-  float u8_gain_ = 1, u8_offset_ = 0;
-  std::array<double, 256> u8_f64_{};
+  std::vector<float> u8_gain_, u8_offset_;
+  std::vector<std::array<double, 256>> u8_f64_;
 };
+
+// The uint8 attributes scale, mean and std of dataset `dset` (defaults 1,
+// 0, 1), each std nonzero and every byte mapped to a finite float32 value;
+// mean and std may also hold one value per channel (`channels` of them),
+// which fills channel_mean / channel_std. UserError naming `what`.
+void read_normalisation(hid_t dset, int64_t channels, const std::string& what, SplitInfo& info);
+
+// The class labels /SPLIT/y (int32 [rows]) of an open file, checked as
+// H5Dataset checks them: num_classes from the attributes or the largest
+// label (see the file comment), every label in [0, num_classes); the
+// classes without a sample are listed. Fills num_classes,
+// missing_classes and num_classes_source of `info`.
+std::unique_ptr<SampleSource> open_class_labels(hid_t file, const std::string& split, int64_t rows,
+                                                bool allow_mmap, const std::string& file_what,
+                                                SplitInfo& info);
 
 // The one info line for datasets that are not memory-mapped ("" when all
 // are): which ones and why, that H5Dread is slower, and the repack command.

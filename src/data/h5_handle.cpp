@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "core/error.h"
 
@@ -132,6 +133,27 @@ H5Handle h5_open_read_only(const std::string& path) {
   disable_file_locking(fapl.id(), what);
   return H5Handle::file(
       h5_check(H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.id()), what + ": cannot open it"));
+}
+
+// A list of variable-length strings (h5py writes a list of str so), or {} when absent.
+std::vector<std::string> h5_string_list_attr(hid_t obj, const char* name) {
+  std::vector<std::string> out;
+  if (H5Aexists(obj, name) <= 0) return out;
+  H5Handle a = H5Handle::attr(H5Aopen(obj, name, H5P_DEFAULT));
+  H5Handle ft = H5Handle::type(H5Aget_type(a.id()));
+  H5Handle s = H5Handle::space(H5Aget_space(a.id()));
+  if (!a.valid() || !ft.valid() || H5Tget_class(ft.id()) != H5T_STRING || H5Tis_variable_str(ft.id()) <= 0)
+    return out;
+  const hssize_t n = H5Sget_simple_extent_npoints(s.id());
+  H5Handle mt = H5Handle::type(H5Tcopy(H5T_C_S1));
+  H5Tset_size(mt.id(), H5T_VARIABLE);
+  H5Tset_cset(mt.id(), H5Tget_cset(ft.id()));  // HDF5 converts no character set into another
+  std::vector<char*> v(static_cast<size_t>(std::max<hssize_t>(n, 0)), nullptr);
+  if (n > 0 && H5Aread(a.id(), mt.id(), v.data()) >= 0) {
+    for (char* p : v) out.emplace_back(p ? p : "");
+    H5Dvlen_reclaim(mt.id(), s.id(), H5P_DEFAULT, v.data());
+  }
+  return out;
 }
 
 }  // namespace hpc::data

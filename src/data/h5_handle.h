@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace hpc::data {
 
@@ -117,6 +118,10 @@ H5Handle h5_open_read_only(const std::string& path);
 
 // A datatype as a user would name it: "float32", "uint8", "int64", "string", …
 std::string h5_type_name(hid_t type);
+
+// An attribute holding a list of variable-length strings (as h5py writes a
+// list of str), e.g. an image file's class names; {} when absent or another type.
+std::vector<std::string> h5_string_list_attr(hid_t obj, const char* name);
 
 // The innermost message of the current HDF5 error stack ("" when empty).
 // Call it right after the failing call: the next HDF5 call clears the stack.

@@ -74,7 +74,7 @@ Loader::Loader(BatchLayout layout, GatherFn gather, LoaderOptions options)
 Loader::Loader(const Dataset& dataset, int64_t rows, LoaderOptions options)
     : Loader(
           layout_for(dataset, rows),
-          [&dataset](const int64_t* idx, int64_t n, const Tensor& x, const Tensor& y) {
+          [&dataset](int64_t, const int64_t* idx, int64_t n, const Tensor& x, const Tensor& y) {
             dataset.gather(idx, n, x, y);
           },
           std::move(options)) {}
@@ -137,7 +137,7 @@ void Loader::work() {
       const int64_t rows = layout_.x_shape[0];
       valid = plan_(item, slot.indices.data());
       HPC_ASSERT(0 <= valid && valid <= rows, "loader plan returned a bad valid count");
-      gather_(slot.indices.data(), rows, slot.batch.x, slot.batch.y);
+      gather_(item, slot.indices.data(), rows, slot.batch.x, slot.batch.y);
       if (transform_) transform_(item, slot.indices.data(), rows, slot.batch.x);
     } catch (...) {
       error = std::current_exception();

@@ -79,8 +79,10 @@ struct Batch {
 
 // Fills out[0, rows) with the dataset indices of `item`; returns how many are real samples.
 using PlanFn = std::function<int64_t(int64_t item, int64_t* out)>;
-// Copies samples idx[0, n) into x and y (Dataset::gather).
-using GatherFn = std::function<void(const int64_t* idx, int64_t n, const Tensor& x, const Tensor& y)>;
+// Copies samples idx[0, n) of `item` into x and y (Dataset::gather, or a
+// decoding gather whose random draws depend on the item's epoch).
+using GatherFn =
+    std::function<void(int64_t item, const int64_t* idx, int64_t n, const Tensor& x, const Tensor& y)>;
 // Changes the gathered x of `item` in place (data augmentation), in the worker
 // thread; must be thread-safe and a function of (item, idx) only.
 using TransformFn = std::function<void(int64_t item, const int64_t* idx, int64_t n, const Tensor& x)>;

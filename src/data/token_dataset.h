@@ -1,6 +1,6 @@
 // TokenDataset: one split of a language-model data file, as training windows.
 //
-// Layout (DESIGN.md "HDF5 layout"): /SPLIT/tokens is a 1-D uint16 (uint32 for
+// Layout (docs/data.md "HDF5 layout"): /SPLIT/tokens is a 1-D uint16 (uint32 for
 // vocabularies above 65,536, or int32) token stream, written contiguous by
 // `hpcdata pack --from text` so it can be memory-mapped; attributes
 // `vocab_size` (the tokenizer's vocabulary, e.g. 256 for bytes) and

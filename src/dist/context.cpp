@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "backend/device.h"
+#include "core/check.h"
 #include "core/error.h"
 #include "dist/devices.h"
 #include "dist/mpi_comm.h"
@@ -101,12 +102,10 @@ Context::Context(int* argc, char*** argv, const DistConfig& cfg) : cfg_(cfg) {
       ++info_.num_nodes;
     }
 
-  char host[256] = "?";
-  gethostname(host, sizeof host);
-  info_.host = host;
+  info_.host = host_name();
   info_.pid = static_cast<int>(getpid());
   PeerRecord mine{};
-  std::snprintf(mine.host, sizeof mine.host, "%s", host);
+  std::snprintf(mine.host, sizeof mine.host, "%s", info_.host.c_str());
   mine.pid = info_.pid;
   std::vector<PeerRecord> all(static_cast<size_t>(info_.world));
   mpiCheck(MPI_Allgather(&mine, sizeof mine, MPI_BYTE, all.data(), sizeof mine, MPI_BYTE, MPI_COMM_WORLD));
@@ -116,6 +115,7 @@ Context::Context(int* argc, char*** argv, const DistConfig& cfg) : cfg_(cfg) {
   std::string launch = check_launch(info_.world);
   if (!launch.empty()) throw UserError(launch);  // session_ finalizes MPI on the way out
   install_faults(parse_faults(std::getenv("HPCTRAIN_FAULT")), info_.rank);
+  fault_at(FaultPoint::Startup);
 
   if (info_.world == 1) {
     host_comm_ = std::make_unique<SelfComm>();
@@ -134,6 +134,8 @@ Context::Context(int* argc, char*** argv, const DistConfig& cfg) : cfg_(cfg) {
         "after dist.timeout, but the report cannot name it\n",
         thread_level_name(thread_level_));
 }
+
+bool Context::thread_multiple() const { return thread_level_ >= MPI_THREAD_MULTIPLE; }
 
 Context::~Context() {
   device_comm_.reset();

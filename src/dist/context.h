@@ -54,9 +54,9 @@ class Context {
   bool is_root() const { return info_.rank == 0; }
   // Host and pid of every rank (for hang reports).
   const std::vector<PeerInfo>& peers() const { return peers_; }
-  // The MPI thread level MPI_Init_thread provided.
-  int thread_level() const { return thread_level_; }
   double timeout() const { return cfg_.timeout; }
+  // MPI_THREAD_MULTIPLE or less: whether a checkpoint thread may use MPI beside training.
+  bool thread_multiple() const;
 
   // The communicator for host buffers (MPI over MPI_COMM_WORLD, or SelfComm for one process).
   Communicator& host_comm() { return *host_comm_; }

@@ -70,10 +70,10 @@ class MpiAllreduceRequest final : public Request {
   // background: started to run alongside computation (a bucket), so the progress thread takes care
   // of it and it queues behind earlier buckets; a blocking allreduce starts at once and is driven by
   // its own wait. Throws MpiCallFailed.
-  // bounds: a reduce-scatter over those shards (null: an allreduce).
+  // bounds: a reduce-scatter over those shards, or with gather an all-gather of them (null: an allreduce).
   MpiAllreduceRequest(MpiComm& comm, const Tensor& buf, ReduceOp op, uint64_t seq, int tag, bool background,
-                      const std::vector<int64_t>* bounds)
-      : comm_(comm), seq_(seq), background_(background), buf_(buf), op_(op), tag_(tag) {
+                      const std::vector<int64_t>* bounds, bool gather)
+      : comm_(comm), seq_(seq), background_(background), buf_(buf), op_(op), tag_(tag), gather_(gather) {
     if (bounds != nullptr) {
       scatter_ = true;
       bounds_ = *bounds;
@@ -90,7 +90,7 @@ class MpiAllreduceRequest final : public Request {
     algo_.reset();  // cancels what is still posted (unwinding from a failure), under the lock
   }
   void wait() override {
-    comm_.wait_until([this] { return done_.load(); }, comm_.point(seq_, CollOp::Allreduce));
+    comm_.wait_until([this] { return done_.load(); }, comm_.point(seq_, gather_ ? CollOp::Allgather : CollOp::Allreduce));
   }
   bool test() override {
     if (!done_) comm_.progress();
@@ -100,8 +100,9 @@ class MpiAllreduceRequest final : public Request {
   // Posts the first messages (mu_ held). Throws MpiCallFailed.
   void launch() {
     const std::vector<char>* remote = comm_.remote_.empty() ? nullptr : &comm_.remote_;
-    algo_ = std::make_unique<RankOrderAllreduce>(buf_, op_, comm_.comm_, tag_, comm_.max_msg_, comm_.pool_,
-                                                 remote, scatter_ ? bounds_ : std::vector<int64_t>{});
+    algo_ =
+        std::make_unique<RankOrderAllreduce>(buf_, op_, comm_.comm_, tag_, comm_.max_msg_, comm_.pool_,
+                                             remote, scatter_ ? bounds_ : std::vector<int64_t>{}, gather_);
     comm_.active_.push_back(this);
     if (background_) ++comm_.live_background_;
   }
@@ -135,6 +136,7 @@ class MpiAllreduceRequest final : public Request {
   Tensor buf_;
   ReduceOp op_;
   int tag_;
+  bool gather_;
   bool scatter_ = false;
   std::vector<int64_t> bounds_;
   std::unique_ptr<RankOrderAllreduce> algo_;
@@ -395,33 +397,7 @@ class MpiPlainRequest final : public Request {
 std::unique_ptr<Request> MpiComm::allgather_shards_async(const Tensor& buf,
                                                          const std::vector<int64_t>& bounds) {
   HPC_ASSERT(buf.device() == Device::CPU, "MpiComm gathers host buffers only");
-  bool ok =
-      bounds.size() == static_cast<size_t>(size_) + 1 && bounds.front() == 0 && bounds.back() == buf.count();
-  for (size_t i = 1; ok && i < bounds.size(); ++i) ok = bounds[i - 1] <= bounds[i];
-  HPC_ASSERT(ok, "allgather_shards: shard bounds do not cut the buffer");
-  const uint64_t seq = begin_collective(CollOp::Allgather, buf.count(), buf.dtype());
-  std::vector<int> counts(static_cast<size_t>(size_)), displs(static_cast<size_t>(size_));
-  for (int r = 0; r < size_; ++r) {
-    const int64_t c = bounds[static_cast<size_t>(r) + 1] - bounds[static_cast<size_t>(r)];
-    if (c > max_msg_ || bounds[static_cast<size_t>(r)] > INT_MAX)
-      throw Error(EXIT_INTERNAL, "allgather_shards: a shard or an offset beyond " + std::to_string(max_msg_) +
-                                     " elements, the MPI count limit of one message");
-    counts[static_cast<size_t>(r)] = static_cast<int>(c);
-    displs[static_cast<size_t>(r)] = static_cast<int>(bounds[static_cast<size_t>(r)]);
-  }
-  std::vector<MPI_Request> reqs(1);
-  const MPI_Datatype type = mpi_type(buf.dtype());
-  int rc =
-      MPI_Iallgatherv(MPI_IN_PLACE, 0, type, buf.raw(), counts.data(), displs.data(), type, comm_, &reqs[0]);
-  if (rc != MPI_SUCCESS)
-    fail(point(seq, CollOp::Allgather),
-         std::string("failed: ") + MpiCallFailed(rc, "MPI_Iallgatherv").what());
-  return std::make_unique<MpiPlainRequest>(
-      [this, seq](std::vector<MPI_Request>& r) {
-        wait_all(r, point(seq, CollOp::Allgather));
-        end_collective(seq);
-      },
-      std::move(reqs));
+  return start_allreduce(buf, ReduceOp::Sum, true, &bounds, true);
 }
 
 std::unique_ptr<Request> MpiComm::start_native(const Tensor& buf, ReduceOp op,
@@ -482,19 +458,20 @@ std::unique_ptr<Request> MpiComm::start_native(const Tensor& buf, ReduceOp op,
 }
 
 std::unique_ptr<Request> MpiComm::start_allreduce(const Tensor& buf, ReduceOp op, bool background,
-                                                  const std::vector<int64_t>* bounds) {
-  if (native_ && size_ > 1) return start_native(buf, op, bounds);
+                                                  const std::vector<int64_t>* bounds, bool gather) {
+  if (native_ && size_ > 1 && !gather) return start_native(buf, op, bounds);
   // A reduce-scatter is the rank-ordered allreduce restricted to shards: the same collective kind.
-  const uint64_t seq = begin_collective(CollOp::Allreduce, buf.count(), buf.dtype());
+  const CollOp kind = gather ? CollOp::Allgather : CollOp::Allreduce;
+  const uint64_t seq = begin_collective(kind, buf.count(), buf.dtype());
   const int tag = static_cast<int>(2 * (tags_used_++ % static_cast<uint64_t>(tag_span_)));
   std::unique_ptr<MpiAllreduceRequest> r;
   bool wake = false;
   try {
     std::lock_guard<std::mutex> lock(mu_);
-    r = std::make_unique<MpiAllreduceRequest>(*this, buf, op, seq, tag, background, bounds);
+    r = std::make_unique<MpiAllreduceRequest>(*this, buf, op, seq, tag, background, bounds, gather);
     wake = background && background_ == 1;  // the helper sleeps until there is background work
   } catch (const MpiCallFailed& e) {
-    fail(point(seq, CollOp::Allreduce), std::string("failed: ") + e.what());
+    fail(point(seq, kind), std::string("failed: ") + e.what());
   }
   if (wake) work_cv_.notify_one();
   progress();

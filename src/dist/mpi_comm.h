@@ -1,9 +1,9 @@
 // MpiComm: the Communicator over MPI for host buffers (CPU nodes).
 //
-// Allreduce and reduce-scatter are RankOrderAllreduce (rank_order_allreduce.h): bitwise the same
-// result for any bucketing, exact averages (one division), progress on every
-// test(). Broadcast, allgather and barrier are MPI's non-blocking
-// collectives. Every wait polls against a deadline (dist.timeout): a peer
+// Allreduce, reduce-scatter and the sharded all-gather are RankOrderAllreduce
+// (rank_order_allreduce.h): bitwise the same result for any bucketing, exact
+// averages (one division), progress on every test(). Broadcast, allgather
+// and barrier are MPI's non-blocking collectives. Every wait polls against a deadline (dist.timeout): a peer
 // that never arrives becomes a PeerError (exit 3) whose message, through
 // the HangHandler (the Watchdog), names the rank that is behind. Each wait
 // and test also advances every other allreduce in flight on this
@@ -103,7 +103,9 @@ class MpiComm final : public Communicator {
   // Queued with the buckets (one at a time on one node), advanced by the progress thread.
   std::unique_ptr<Request> reduce_scatter_async(const Tensor& buf, ReduceOp op,
                                                 const std::vector<int64_t>& bounds) override;
-  // MPI_Iallgatherv in place (copies: any algorithm gives the same bits).
+  // The rank-ordered scheme's allgather round alone (RankOrderAllreduce; copies: exact), queued with
+  // the buckets and advanced by the progress thread, so that a parameter gather moves while a layer
+  // computes (MPI_Iallgatherv moves only inside MPI calls, which a long layer does not make).
   std::unique_ptr<Request> allgather_shards_async(const Tensor& buf,
                                                   const std::vector<int64_t>& bounds) override;
   void broadcast(const Tensor& buf, int root) override;
@@ -126,8 +128,9 @@ class MpiComm final : public Communicator {
   WaitPoint begin_message(CollOp op, const Tensor& buf, int peer);
   void end_message(const WaitPoint& at);
   std::unique_ptr<Request> start_message(CollOp op, const Tensor& buf, int peer);
+  // bounds: a reduce-scatter over those shards, or with gather an all-gather of them.
   std::unique_ptr<Request> start_allreduce(const Tensor& buf, ReduceOp op, bool background,
-                                           const std::vector<int64_t>* bounds = nullptr);
+                                           const std::vector<int64_t>* bounds = nullptr, bool gather = false);
   void wait_until(const std::function<bool()>& done, const WaitPoint& at);
   void wait_all(std::vector<MPI_Request>& reqs, const WaitPoint& at);
   [[noreturn]] void fail(const WaitPoint& at, const std::string& reason);

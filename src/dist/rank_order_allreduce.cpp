@@ -118,7 +118,7 @@ ScratchPool::Lease ScratchPool::get(size_t bytes) {
 
 RankOrderAllreduce::RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm comm, int tag,
                                        int64_t max_msg, ScratchPool& pool, const std::vector<char>* remote,
-                                       std::vector<int64_t> bounds)
+                                       std::vector<int64_t> bounds, bool gather_only)
     : base_(static_cast<char*>(buf.raw())),
       n_(buf.count()),
       dtype_(buf.dtype()),
@@ -132,7 +132,9 @@ RankOrderAllreduce::RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm 
           max_msg, std::max<int64_t>(1, REMOTE_PIECE_BYTES / static_cast<int64_t>(dtype_size(buf.dtype()))))),
       remote_(remote),
       bounds_(std::move(bounds)),
-      scatter_only_(!bounds_.empty()) {
+      scatter_only_(!bounds_.empty() && !gather_only),
+      gather_only_(gather_only) {
+  HPC_ASSERT(!gather_only || !bounds_.empty(), "all-gather: shard bounds needed");
   HPC_ASSERT(buf.device() == Device::CPU, "MpiComm reduces host buffers only");
   start(pool);
 }
@@ -141,7 +143,7 @@ void RankOrderAllreduce::start(ScratchPool& pool) {
   if (op_ == ReduceOp::Avg && dtype_ == DType::I32) throw Error(EXIT_INTERNAL, "allreduce: Avg of integers");
   MPI_Comm_rank(comm_, &r_);
   MPI_Comm_size(comm_, &p_);
-  if (scatter_only_) {
+  if (scatter_only_ || gather_only_) {
     bool ok = bounds_.size() == static_cast<size_t>(p_) + 1 && bounds_.front() == 0 && bounds_.back() == n_;
     for (size_t i = 1; ok && i < bounds_.size(); ++i) ok = bounds_[i - 1] <= bounds_[i];
     HPC_ASSERT(ok, "reduce-scatter: shard bounds do not cut the buffer of " + std::to_string(n_) +
@@ -151,6 +153,18 @@ void RankOrderAllreduce::start(ScratchPool& pool) {
   ag_recv_.resize(static_cast<size_t>(p_));
   ag_send_.resize(static_cast<size_t>(p_));
   slot_of_.assign(static_cast<size_t>(p_), -1);
+  if (gather_only_) {
+    // Nothing to fold: every chunk's owner sends it to everyone, starting at the next rank up.
+    fold_next_ = p_;
+    folded_ = true;
+    for (int k = 1; k < p_; ++k) {
+      const int q = (r_ + k) % p_, from = (r_ + p_ - k) % p_;
+      if (count(from) > 0)
+        post(ag_recv_[static_cast<size_t>(from)], Kind::AgRecv, from, chunk(from), count(from));
+      if (count(r_) > 0) post(ag_send_[static_cast<size_t>(q)], Kind::AgSend, q, chunk(r_), count(r_));
+    }
+    return;
+  }
   direct_ = p_ > 1 && n_ > 0 && n_ * static_cast<int64_t>(esize_) * (p_ - 1) <= DIRECT_BYTES;
 
   const int64_t mine = incoming();

@@ -36,7 +36,11 @@
 // (rank r owns [bounds[r], bounds[r+1])) and the allgather round left out.
 // Every element is folded by its owner in the same rank order, so a
 // reduce-scatter leaves bitwise what the allreduce would in the owner's
-// chunk, whatever the boundaries.
+// chunk, whatever the boundaries. All-gather (ZeRO's parameters): only the
+// allgather round, each rank sending its own chunk to every other; copies,
+// so exact. Being the same object, both queue with the gradient buckets and
+// the progress thread advances them (MpiComm), which is what lets a
+// parameter gather run while a layer computes.
 #pragma once
 
 #include <mpi.h>
@@ -85,11 +89,11 @@ class RankOrderAllreduce {
   // Posts the first messages. buf is reduced in place; it and the pool must outlive this object.
   // remote: per rank of comm, whether it is on another node (null: none is); it must outlive this.
   // With bounds (size+1 offsets, 0 … buf.count()) it is a reduce-scatter: they cut the chunks and
-  // only the own chunk is reduced (in the one-round mode, the whole buffer is: the same bits).
-  // Without, an allreduce.
+  // only the own chunk is reduced (in the one-round mode, the whole buffer is: the same bits);
+  // with bounds and gather_only, an all-gather of the chunks (op unused). Without, an allreduce.
   RankOrderAllreduce(const Tensor& buf, ReduceOp op, MPI_Comm comm, int tag, int64_t max_msg,
                      ScratchPool& pool, const std::vector<char>* remote = nullptr,
-                     std::vector<int64_t> bounds = {});
+                     std::vector<int64_t> bounds = {}, bool gather_only = false);
   // The largest message to a peer on another node (see above).
   static constexpr int64_t REMOTE_PIECE_BYTES = int64_t{63} * 1024;
   ~RankOrderAllreduce();
@@ -139,6 +143,7 @@ class RankOrderAllreduce {
   const std::vector<char>* remote_;  // per peer: on another node (null: none)
   std::vector<int64_t> bounds_;      // reduce-scatter: the chunk boundaries (empty: n·q/p, and an allgather)
   bool scatter_only_;
+  bool gather_only_;  // the allgather round alone
 
   // Every request ever posted (MPI_REQUEST_NULL once complete) and the transfer it belongs to: at
   // most 4·(p−1) transfers, each one request per piece (a few dozen for a bucket of a few MiB sent

@@ -198,8 +198,7 @@ std::vector<PeerState> Watchdog::ask_everyone() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  char host[256] = "";
-  gethostname(host, sizeof host);
+  const std::string& host = peers_[static_cast<size_t>(rank_)].host;
   for (int q = 0; q < size_; ++q) {
     MPI_Request& r = recvs[static_cast<size_t>(q)];
     if (r != MPI_REQUEST_NULL) {

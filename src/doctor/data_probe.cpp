@@ -1,6 +1,6 @@
 // probe_data() (see data_probe.h).
 //
-// H5Dataset and TokenDataset map contiguous datasets and read nothing else
+// H5Dataset, ImageDataset and TokenDataset map contiguous datasets and read nothing else
 // up front, so opening even a large file here costs what training's
 // start-up costs: the validation scan of the first samples (for a token
 // file, of its token ids against the vocabulary).
@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 #include "data/h5_dataset.h"
+#include "data/image_dataset.h"
 #include "data/token_dataset.h"
 #include "doctor/probes.h"
 
@@ -32,7 +33,9 @@ SplitFacts split_facts(const data::TokenDataset& d) {
   return s;
 }
 
-SplitFacts split_facts(const data::H5Dataset& d) {
+// H5Dataset or ImageDataset (x/y samples, decoded or not).
+template <typename D>
+SplitFacts split_facts(const D& d) {
   SplitFacts s;
   s.name = d.split();
   s.samples = d.info().size;
@@ -60,6 +63,10 @@ DataFacts probe_data(const std::string& path, const std::string& val_path) {
       f.splits.push_back(split_facts(data::TokenDataset(path, "train", 1)));
       if (data::TokenDataset::has_tokens(val_file, "val"))
         f.splits.push_back(split_facts(data::TokenDataset(val_file, "val", 1)));
+    } else if (data::ImageDataset::is_image_file(path)) {
+      f.splits.push_back(split_facts(data::ImageDataset(path, "train", 0, data::OpenOptions{})));
+      if (data::ImageDataset::has_split(val_file, "val"))
+        f.splits.push_back(split_facts(data::ImageDataset(val_file, "val", 0, data::OpenOptions{})));
     } else {
       f.splits.push_back(split_facts(data::H5Dataset(path, "train")));
       if (data::H5Dataset::has_split(val_file, "val"))

@@ -23,6 +23,7 @@
 #include <memory>
 
 #include "backend/device.h"
+#include "core/check.h"
 #include "core/error.h"
 #include "core/tensor.h"
 #include "dist/context.h"
@@ -35,6 +36,7 @@
 #include "doctor/probes.h"
 #include "doctor/report.h"
 #include "doctor/versions.h"
+#include "train/memory_model.h"
 
 extern char** environ;
 
@@ -103,9 +105,7 @@ RankFacts collect(const Config& cfg, const EnvSnapshot& env, const dist::RankInf
 
 dist::RankInfo this_process_only() {
   dist::RankInfo info;
-  char host[256] = "?";
-  gethostname(host, sizeof host);
-  info.host = host;
+  info.host = host_name();
   info.pid = static_cast<int>(getpid());
   return info;
 }
@@ -160,6 +160,15 @@ Args::Args(int argc, const char* const* argv) : words_(argv, argv + argc) {
 
 int run(const Config& cfg, int* argc, char*** argv) {
   if (!cfg.flight_dir.empty()) return run_flight(cfg.flight_dir);  // a post-mortem: files only, no MPI
+  if (cfg.memory_ranks > 0) {                                      // arithmetic on the model's layout: no MPI
+    try {
+      train::print_memory_model(cfg, static_cast<int>(cfg.memory_ranks));
+      return EXIT_OK;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "hpctrain: error: %s\n", e.what());
+      return e.exit_code();
+    }
+  }
   EnvSnapshot env;
   env.vars = fabric_environment(environ, &env.hidden);
   if (cfg.local) return run_alone(cfg, env, "", "--local: no other ranks");

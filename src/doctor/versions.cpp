@@ -14,18 +14,12 @@
 #include <cctype>
 
 #include "backend/cpu/blas_core.h"
+#include "config/config.h"
 
 #if HPCTRAIN_CUDA
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <nccl.h>
-#endif
-
-#ifndef HPCTRAIN_VERSION
-#define HPCTRAIN_VERSION "0.0.0"
-#endif
-#ifndef HPCTRAIN_COMMIT
-#define HPCTRAIN_COMMIT "unknown"
 #endif
 
 namespace hpc::doctor {
@@ -88,7 +82,7 @@ void cuda_versions(LibVersions& v) { v.cuda_built = false; }
 
 LibVersions library_versions() {
   LibVersions v;
-  v.hpctrain = std::string(HPCTRAIN_VERSION) + " (commit " + HPCTRAIN_COMMIT + ")";
+  v.hpctrain = std::string(hpctrain_version()) + " (commit " + hpctrain_commit() + ")";
   cuda_versions(v);
   v.mpi_build = mpi_build_version();
   v.mpi_runtime = mpi_runtime_version();

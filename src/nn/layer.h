@@ -149,6 +149,21 @@ class Layer {
   virtual bool take_relu() { return false; }
   virtual void fold_inner() {}
 
+  // Incremental decoding (hpctrain sample's key/value cache), one sequence at
+  // a time: start_decode forgets earlier positions and makes room for
+  // max_positions; decode's x [1, n, …] holds positions [pos, pos + n), the
+  // ones after those of the earlier decode calls, and y gets their outputs —
+  // what forward gives those rows of a window holding the whole sequence.
+  // Layers that work token by token (norms, the MLP, the head) decode with
+  // forward on the n rows; attention keeps its keys and values, the
+  // embedding and rotary look up positions. can_decode: the layer can.
+  virtual bool can_decode() const { return false; }
+  virtual void start_decode(int64_t max_positions) { (void)max_positions; }
+  virtual void decode(const Tensor& x, const Tensor& y, int64_t pos, const RunCtx& ctx) {
+    (void)pos;
+    forward(x, y, ctx);
+  }
+
   // Multiply-adds ×2 of one sample's forward pass (backward counts as 2×).
   virtual int64_t forward_flops() const { return 0; }
   // Intermediate activations kept for backward at this batch size (not the output).

@@ -10,6 +10,7 @@
 
 #include "backend/ops.h"
 #include "core/error.h"
+#include "core/mem_ledger.h"
 #include "core/rng.h"
 #include "nn/fusion.h"
 #include "nn/layout.h"
@@ -84,11 +85,12 @@ const ParamInfo& tied_owner(const std::vector<ParamInfo>& info, const ParamSpec&
 
 }  // namespace
 
-Model::Model(const std::string& spec, const Shape& input_shape, DType dtype, uint64_t seed, Device device)
-    : Model(parse_spec(spec), input_shape, dtype, seed, device) {}
+Model::Model(const std::string& spec, const Shape& input_shape, DType dtype, uint64_t seed, Device device,
+             const StoredRange& stored)
+    : Model(parse_spec(spec), input_shape, dtype, seed, device, stored) {}
 
 Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DType dtype, uint64_t seed,
-             Device device)
+             Device device, const StoredRange& stored)
     : input_shape_(input_shape), dtype_(dtype), input_dtype_(dtype), device_(device) {
   Shape shape = input_shape;
   std::vector<std::vector<ParamSpec>> specs;
@@ -106,44 +108,85 @@ Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DTy
   if (!layers_.empty()) input_dtype_ = layers_.front()->input_dtype(dtype, device);
   for (size_t i = 0; i < layers_.size(); ++i) spec_ += (i ? " " : "") + layers_[i]->spec();
 
-  params_ = Tensor(Shape{total}, dtype, device);
-  grads_ = Tensor(Shape{total}, dtype, device);
-  // A device model is initialised in host memory (float32, or float64 for a
-  // float64 model) and uploaded; a CPU model is initialised in place.
+  // What this model stores: everything, or a range (a shard: ZeRO stage 3, or its gradients only).
+  num_params_ = total;
+  const auto [lo, hi] = stored.range ? stored.range(total) : std::pair<int64_t, int64_t>{0, total};
+  HPC_ASSERT(0 <= lo && lo <= hi && hi <= total, "model: the stored range lies outside the parameters");
+  params_lo_ = stored.grads_only ? 0 : lo;
+  grads_lo_ = lo;
+  {
+    const MemUseScope use(MemUse::Params);
+    params_ = Tensor(Shape{stored.grads_only ? total : hi - lo}, dtype, device);
+  }
+  {
+    const MemUseScope use(MemUse::Grads);
+    grads_ = Tensor(Shape{hi - lo}, dtype, device);
+  }
+  // Each parameter is drawn whole on the host (float32, or float64 for a float64 model) from its own
+  // stream, and the stored part of it kept: a shard holds exactly the values of the whole buffer.
+  // A whole CPU model is initialised in place; otherwise through a host copy, uploaded.
   const DType init_dtype = dtype == DType::F64 ? DType::F64 : DType::F32;
-  const Tensor init = device == Device::CPU ? params_ : Tensor(Shape{total}, init_dtype);
+  const bool in_place = device == Device::CPU && stores_whole_params();
+  const Tensor init = in_place ? params_ : Tensor(Shape{params_.count()}, init_dtype);
   uint64_t stream = 1;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    std::vector<Tensor> p, g;
     int64_t offset = layer_offset_[i];
+    std::vector<ParamSlot> slots;
     for (const ParamSpec& ps : specs[i]) {
       if (!ps.tied_to.empty()) {  // the second use of an earlier layer's parameter
-        const ParamInfo& owner = tied_owner(info_, ps, layers_[i]->spec());
-        p.push_back(params_.slice(owner.offset, ps.shape));
-        g.push_back(grads_.slice(owner.offset, ps.shape));
+        slots.push_back({tied_owner(info_, ps, layers_[i]->spec()).offset, ps.shape});
         continue;
       }
-      p.push_back(params_.slice(offset, ps.shape));
-      g.push_back(grads_.slice(offset, ps.shape));
-      init_param(init.slice(offset, ps.shape), ps, seed, stream++);
+      slots.push_back({offset, ps.shape});
+      const int64_t n = ps.shape.count();
+      const int64_t a = std::max(offset, params_lo_), b = std::min(offset + n, params_lo_ + params_.count());
+      if (a == offset && b == offset + n) {
+        init_param(init.slice(offset - params_lo_, ps.shape), ps, seed, stream);
+      } else if (a < b) {
+        const Tensor whole(ps.shape, init_dtype);
+        init_param(whole, ps, seed, stream);
+        backend::copy(whole.slice(a - offset, Shape{b - a}), init.slice(a - params_lo_, Shape{b - a}));
+      }
+      ++stream;
       info_.push_back({std::to_string(i) + "." + layer_kind(layers_[i]->spec()) + "." + ps.name,
                        static_cast<int>(i), offset, ps.shape, ps.weight_decay});
-      offset += ps.shape.count();
+      offset += n;
     }
-    layers_[i]->bind(p, g);
+    slots_.push_back(std::move(slots));
   }
+  // A model that stores its buffers whole binds its layers to them; a shard's are bound by its ParamSource.
+  if (stores_whole_params() && stores_whole_grads())
+    for (size_t i = 0; i < layers_.size(); ++i)
+      bind_layer(static_cast<int>(i), [this](const ParamSlot& s) {
+        return std::pair{params_.slice(s.offset, s.shape), grads_.slice(s.offset, s.shape)};
+      });
   // The data comes plain, the output leaves plain; in between, what the layers allow.
   blocks_ = use_chain_layout(layers_, 0, backend::channel_block(device, dtype), false);
   folded_ = backend::fuses_relu(device) ? fold_relus(layers_) : std::vector<bool>(layers_.size(), false);
-  if (device != Device::CPU) {
+  if (!in_place && params_.count() > 0) {
     if (init_dtype == dtype) {
       backend::copy(init, params_);
     } else {  // e.g. bfloat16 on the GPU: upload as float32, round there
-      const Tensor staged(Shape{total}, init_dtype, device);
+      const Tensor staged(Shape{params_.count()}, init_dtype, device);
       backend::copy(init, staged);
       backend::convert(staged, params_);
     }
   }
+}
+
+int64_t Model::layer_end(int i) const {
+  return static_cast<size_t>(i) + 1 < layers_.size() ? layer_offset_[static_cast<size_t>(i) + 1]
+                                                     : num_params_;
+}
+
+void Model::bind_layer(int i, const std::function<std::pair<Tensor, Tensor>(const ParamSlot&)>& at) {
+  std::vector<Tensor> p, g;
+  for (const ParamSlot& s : slots_[static_cast<size_t>(i)]) {
+    auto [param, grad] = at(s);
+    p.push_back(std::move(param));
+    g.push_back(std::move(grad));
+  }
+  layers_[static_cast<size_t>(i)]->bind(p, g);
 }
 
 std::vector<std::pair<std::string, Tensor>> Model::buffers() {
@@ -181,16 +224,21 @@ const Tensor& Model::forward(const Tensor& x, const RunCtx& ctx,
   check_shape(x, input_shape_.with_batch(x.shape()[0]), "model input");
   HPC_ASSERT((x.dtype() == input_dtype_ || x.dtype() == dtype_) && x.device() == device_,
              "model input dtype or device");
+  HPC_ASSERT(source_ != nullptr || (stores_whole_params() && stores_whole_grads()),
+             "a model that stores a shard runs only with its ParamSource");
   ensure_activations(x.shape()[0]);
   acts_[0] = x;
   RunCtx layer_ctx = ctx;
   for (size_t i = 0; i < layers_.size(); ++i) {
     layer_ctx.layer = i;
-    if (before_layer) before_layer(i + 1 < layers_.size() ? layer_offset_[i + 1] : params_.count());
-    if (folded_[i]) continue;  // the layer before applied it
-    const double t0 = ctx.on_layer ? layer_clock() : 0;
-    layers_[i]->forward(acts_[i], acts_[i + 1], layer_ctx);
-    if (ctx.on_layer) ctx.on_layer(i, false, t0, layer_clock());
+    if (before_layer) before_layer(i + 1 < layers_.size() ? layer_offset_[i + 1] : num_params_);
+    if (source_) source_->before_forward(i, ctx);
+    if (!folded_[i]) {  // a folded relu: the layer before applied it
+      const double t0 = ctx.on_layer ? layer_clock() : 0;
+      layers_[i]->forward(acts_[i], acts_[i + 1], layer_ctx);
+      if (ctx.on_layer) ctx.on_layer(i, false, t0, layer_clock());
+    }
+    if (source_) source_->after_forward(i, ctx);
   }
   return acts_.back();
 }
@@ -200,22 +248,57 @@ void Model::backward(const Tensor& dout, const RunCtx& ctx, const std::function<
   check_shape(dout, acts_.back().shape(), "model output gradient");
   RunCtx layer_ctx = ctx;
   for (size_t i = layers_.size(); i-- > 0;) {
-    if (folded_[i]) {  // applied by the layer before; it has no parameters
-      if (on_ready) on_ready(layer_offset_[i]);
-      continue;
+    if (source_) source_->before_backward(i);
+    if (!folded_[i]) {  // a folded relu was applied by the layer before; it has no parameters
+      layer_ctx.layer = i;
+      const Tensor& dy = i + 1 == layers_.size() ? dout : dacts_[i + 1];
+      const double t0 = ctx.on_layer ? layer_clock() : 0;
+      // The first layer's input is the data: no gradient needed there.
+      layers_[i]->backward(acts_[i], acts_[i + 1], dy, i == 0 ? Tensor() : dacts_[i], layer_ctx);
+      if (ctx.on_layer) ctx.on_layer(i, true, t0, layer_clock());
     }
-    layer_ctx.layer = i;
-    const Tensor& dy = i + 1 == layers_.size() ? dout : dacts_[i + 1];
-    const double t0 = ctx.on_layer ? layer_clock() : 0;
-    // The first layer's input is the data: no gradient needed there.
-    layers_[i]->backward(acts_[i], acts_[i + 1], dy, i == 0 ? Tensor() : dacts_[i], layer_ctx);
-    if (ctx.on_layer) ctx.on_layer(i, true, t0, layer_clock());
+    if (source_) source_->after_backward(i);
     if (on_ready) on_ready(layer_offset_[i]);
   }
   acts_[0] = Tensor();  // do not keep the caller's batch alive
 }
 
-void Model::zero_grads() { backend::fill(grads_, 0.0); }
+void Model::zero_grads() {
+  if (grads_.count() > 0) backend::fill(grads_, 0.0);
+}
+
+void Model::start_decode(int64_t max_positions) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (!layers_[i]->can_decode())
+      throw UserError("layer " + std::to_string(i) + " '" + layers_[i]->spec() +
+                      "' cannot decode one position at a time (only the language models' layers can)");
+    layers_[i]->start_decode(max_positions);
+  }
+  decode_acts_.clear();
+}
+
+const Tensor& Model::decode(const Tensor& ids, int64_t pos, const RunCtx& ctx) {
+  const int64_t n = ids.count();
+  HPC_ASSERT(ids.shape().rank() == 2 && ids.shape()[0] == 1 && n >= 1 && ids.device() == device_,
+             "decode: ids must be [1, n] on the model's device");
+  if (decode_acts_.empty() || decode_acts_.front().shape()[1] != n) {
+    decode_acts_.clear();
+    for (const Shape& out : out_shapes_) {
+      std::vector<int64_t> dims = {1, n};  // [T, rest…] → [1, n, rest…]
+      for (int d = 1; d < out.rank(); ++d) dims.push_back(out[d]);
+      decode_acts_.emplace_back(Shape(dims), dtype_, device_);
+    }
+  }
+  RunCtx layer_ctx = ctx;
+  layer_ctx.training = false;
+  const Tensor* x = &ids;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layer_ctx.layer = i;
+    layers_[i]->decode(*x, decode_acts_[i], pos, layer_ctx);
+    x = &decode_acts_[i];
+  }
+  return decode_acts_.back();
+}
 
 std::string Model::summary() const {
   std::ostringstream s;
@@ -225,7 +308,7 @@ std::string Model::summary() const {
   std::snprintf(line, sizeof line, "  %-3s %-44s %-14s %12s\n", "", "input", input_shape_.str().c_str(), "");
   s << line;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    int64_t n = (i + 1 < layers_.size() ? layer_offset_[i + 1] : params_.count()) - layer_offset_[i];
+    const int64_t n = layer_end(static_cast<int>(i)) - layer_offset_[i];
     std::string spec = layers_[i]->spec();
     if (spec.size() > 44) spec.replace(41, std::string::npos, "...");
     std::snprintf(line, sizeof line, "  %-3zu %-44s %-14s %12lld\n", i, spec.c_str(),
@@ -233,7 +316,9 @@ std::string Model::summary() const {
     s << line;
   }
   std::snprintf(line, sizeof line, "  total parameters: %lld (%.2f MiB as %s)\n",
-                static_cast<long long>(params_.count()), params_.num_bytes() / 1048576.0, dtype_name(dtype_));
+                static_cast<long long>(num_params_),
+                static_cast<double>(num_params_) * static_cast<double>(dtype_size(dtype_)) / 1048576.0,
+                dtype_name(dtype_));
   s << line;
   // Counted multiply-adds ×2 of the layers with a forward_flops(); `make bench` turns it into GFLOP/s.
   std::snprintf(line, sizeof line, "  forward: %.3f MFLOP per sample (a training step is about 3x that)\n",

@@ -1,6 +1,6 @@
 // A model: a sequence of layers whose parameters all live in ONE flat
 // parameter buffer and whose gradients live in ONE flat gradient buffer with
-// the same layout (DESIGN.md). That makes the start-up broadcast one call,
+// the same layout. That makes the start-up broadcast one call,
 // gradient buckets contiguous slices, checkpoints one dataset, and the
 // optimizer one fused loop.
 //
@@ -9,17 +9,56 @@
 // from the END of the buffer towards the start; backward() reports that
 // frontier after every layer so the GradReducer can start a bucket's
 // AllReduce as soon as the bucket is complete.
+//
+// Fully sharded (ZeRO stage 3, dist/sharded_params.h): a model may store only
+// a range of its flat buffers (StoredRange), its shard. Its layers are then
+// bound to no memory of the model's own: a ParamSource, called before and
+// after every layer's forward and backward, gathers the parameters a layer
+// needs into buffers of its own and binds the layer to them (bind_layer).
+// The layout — offsets, names, the canonical spec — is the same either way,
+// so checkpoints, the optimizer's decay ranges and the shard bounds do not
+// depend on what a rank stores.
 #pragma once
 
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
 #include "nn/layer.h"
 
 namespace hpc::nn {
+
+// Where a layer's parameter lives in the flat layout: its own offset, or for a
+// tied parameter (ParamSpec::tied_to) its owner's.
+struct ParamSlot {
+  int64_t offset = 0;
+  Shape shape;
+};
+
+// What a Model stores of its flat buffers. range: given the model's parameter
+// count, the elements [lo, hi) it stores (unset: all of them). grads_only:
+// the parameters are stored whole and only the gradients are cut (ZeRO
+// stage 2 on a GPU, whose gradient buffer cannot give pages back).
+struct StoredRange {
+  std::function<std::pair<int64_t, int64_t>(int64_t num_params)> range;
+  bool grads_only = false;
+};
+
+// Called by Model around every layer (index `layer`) when set: where the
+// parameters of a model that stores only its shard come from. forward's
+// hooks get the pass's RunCtx (training or evaluation); backward follows a
+// training forward.
+class ParamSource {
+ public:
+  virtual ~ParamSource() = default;
+  virtual void before_forward(size_t layer, const RunCtx& ctx) = 0;
+  virtual void after_forward(size_t layer, const RunCtx& ctx) = 0;
+  virtual void before_backward(size_t layer) = 0;
+  virtual void after_backward(size_t layer) = 0;
+};
 
 struct ParamInfo {
   std::string name;  // "3.conv.weight": layer index, layer kind, parameter name
@@ -37,10 +76,10 @@ class Model {
   // their own state (BatchNorm statistics, scratch) on the device of the
   // tensors they are given.
   Model(const std::string& spec, const Shape& input_shape, DType dtype, uint64_t seed,
-        Device device = Device::CPU);
+        Device device = Device::CPU, const StoredRange& stored = {});
   // The same from a spec already parsed (nn::parse_spec).
   Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DType dtype, uint64_t seed,
-        Device device = Device::CPU);
+        Device device = Device::CPU, const StoredRange& stored = {});
 
   const std::string& spec() const { return spec_; }  // canonical text (each layer's spec())
   const Shape& input_shape() const { return input_shape_; }
@@ -57,10 +96,26 @@ class Model {
   int64_t output_block(int i) const { return blocks_[static_cast<size_t>(i) + 1]; }
   Layer& layer(int i) { return *layers_[static_cast<size_t>(i)]; }
 
-  const Tensor& params() const { return params_; }  // flat, [num_params]
-  const Tensor& grads() const { return grads_; }    // flat, same layout
-  int64_t num_params() const { return params_.count(); }
+  // The flat buffers, [num_params] — or what this model stores of them (StoredRange): elements
+  // [params_lo(), params_lo() + params().count()) of the layout, and the same for the gradients.
+  const Tensor& params() const { return params_; }
+  const Tensor& grads() const { return grads_; }
+  int64_t params_lo() const { return params_lo_; }
+  int64_t grads_lo() const { return grads_lo_; }
+  bool stores_whole_params() const { return params_.count() == num_params_; }
+  bool stores_whole_grads() const { return grads_.count() == num_params_; }
+  int64_t num_params() const { return num_params_; }
   const std::vector<ParamInfo>& param_info() const { return info_; }
+  // Layer i's parameters in the layout, in its param_specs() order (tied ones at their owner's offset),
+  // and the range [begin, end) of the ones it owns (empty for a layer without parameters of its own).
+  const std::vector<ParamSlot>& layer_params(int i) const { return slots_[static_cast<size_t>(i)]; }
+  int64_t layer_begin(int i) const { return layer_offset_[static_cast<size_t>(i)]; }
+  int64_t layer_end(int i) const;
+  // Binds layer i's parameters and gradients to the views `at` returns for each of its slots
+  // (a ParamSource's gathered copies; an undefined gradient where backward will not run).
+  void bind_layer(int i, const std::function<std::pair<Tensor, Tensor>(const ParamSlot&)>& at);
+  // Installs (or, null, removes) the hooks around every layer; the model does not own it.
+  void set_param_source(ParamSource* source) { source_ = source; }
   // Non-trained persistent state (BatchNorm running statistics), named "3.bn.running_mean".
   std::vector<std::pair<std::string, Tensor>> buffers();
 
@@ -74,6 +129,16 @@ class Model {
   void backward(const Tensor& dout, const RunCtx& ctx,
                 const std::function<void(int64_t frontier)>& on_ready = {});
   void zero_grads();
+
+  // Incremental decoding of one sequence (Layer::decode; hpctrain sample's
+  // key/value cache) for a model whose layers all can (a language model):
+  // start_decode forgets the last sequence and makes room for max_positions;
+  // decode takes ids [1, n] at positions [pos, pos + n) and returns their
+  // outputs [1, n, …] (owned by the model, valid until the next call) — the
+  // rows forward gives when the window holds the whole sequence. UserError
+  // naming the first layer that cannot decode.
+  void start_decode(int64_t max_positions);
+  const Tensor& decode(const Tensor& ids, int64_t pos, const RunCtx& ctx);
 
   // Table of layers: spec, output shape, parameter count; and the total.
   std::string summary() const;
@@ -98,9 +163,14 @@ class Model {
   std::vector<int64_t> blocks_;        // channel block of each activation, as acts_ (nn/layout.h)
   std::vector<bool> folded_;           // relus folded into the layer before (nn/fusion.h): skipped
   std::vector<int64_t> layer_offset_;  // first flat offset of each layer's parameters
+  std::vector<std::vector<ParamSlot>> slots_;
   std::vector<ParamInfo> info_;
+  int64_t num_params_ = 0;
+  int64_t params_lo_ = 0, grads_lo_ = 0;  // what params_ and grads_ start at in the layout
   Tensor params_, grads_;
+  ParamSource* source_ = nullptr;
   std::vector<Tensor> acts_, dacts_;  // acts_[i+1] = output of layer i; acts_[0] = the input view
+  std::vector<Tensor> decode_acts_;   // decode's outputs per layer, for the last n
   int64_t batch_ = -1;
 };
 

@@ -21,6 +21,7 @@
 #include "train/evaluation.h"
 #include "train/metrics.h"
 #include "train/mixed_precision.h"
+#include "train/model_source.h"
 
 namespace hpc::train {
 
@@ -28,8 +29,14 @@ namespace {
 
 // The training run's configuration, read back from the checkpoint's INI
 // text, with this command's data, device and loader settings on top.
-Config run_config(const ckpt::Checkpoint& c, const Config& cfg) {
-  const std::string what = "checkpoint '" + cfg.checkpoint + "'";
+Config run_config(const ModelSource& c, const Config& cfg) {
+  const std::string& what = c.what;
+  if (!c.checkpoint) {  // weights without a run: this command's options, the model the source's
+    Config run = cfg;
+    run.model.spec = c.spec;
+    run.model.context = c.input_shape.rank() == 1 ? c.input_shape[0] : 0;
+    return run;
+  }
   if (c.config_ini.empty()) throw UserError(what + ": holds no run configuration");
   const std::filesystem::path tmp =
       std::filesystem::temp_directory_path() / ("hpctrain-eval-" + std::to_string(getpid()) + ".ini");
@@ -216,8 +223,7 @@ class PredFile {
 // Everything set-up made; run() uses it.
 class EvalSession {
  public:
-  EvalSession(const Config& cfg, dist::Context& ctx)
-      : cfg_(cfg), ctx_(ctx), ckpt_(ckpt::read_checkpoint(cfg.checkpoint)) {
+  EvalSession(const Config& cfg, dist::Context& ctx) : cfg_(cfg), ctx_(ctx), ckpt_(load_model_source(cfg)) {
     run_ = run_config(ckpt_, cfg);
     data_ = open_run_data(run_);
     const bool has_val = data_.val != nullptr;
@@ -230,7 +236,7 @@ class EvalSession {
 
     device_ = resolve_rank_device(cfg.train.device, ctx);
     backend::cpu::configure_threads(ctx.info().local_size);
-    const std::string ckpt_what = "checkpoint '" + cfg.checkpoint + "'";
+    const std::string ckpt_what = ckpt_.what;
     model_ =
         std::make_unique<nn::Model>(ckpt_.spec, ckpt_.input_shape,
                                     MixedPrecision::model_dtype(run_.train.precision, device_), 0, device_);
@@ -256,10 +262,10 @@ class EvalSession {
     in.rows = rows_;
     in.seed = run_.train.seed;
     const data::SplitInfo& info = split().info();
-    in.top5 = info.classification && info.num_classes >= 10;
+    in.top5 = data_.task.counts_top5(info);
     if (ctx_.is_root())
       std::printf("%s: %s (step %lld) on %s /%s: %lld %s, batch %lld, %d rank(s), %s\n",
-                  name_of(cfg_.command), cfg_.checkpoint.c_str(), static_cast<long long>(ckpt_.step),
+                  name_of(cfg_.command), ckpt_.path.c_str(), static_cast<long long>(ckpt_.step),
                   cfg_.data.path.c_str(), split_name_.c_str(), static_cast<long long>(info.size),
                   data_.task.sample_word(), static_cast<long long>(rows_), ctx_.world(),
                   device_ == Device::CUDA ? "cuda" : "cpu");
@@ -306,7 +312,7 @@ class EvalSession {
     std::printf("eval time: %.3f s, %.0f %s/s on %d rank(s)\n", seconds, samples / std::max(seconds, 1e-9),
                 data_.task.sample_word(), ctx_.world());
     std::ostringstream js;
-    js << "{\"checkpoint\": " << json_quote(cfg_.checkpoint) << ", \"seconds\": " << json_number(seconds)
+    js << "{\"checkpoint\": " << json_quote(ckpt_.path) << ", \"seconds\": " << json_number(seconds)
        << ", \"step\": " << ckpt_.step << ", \"split\": " << json_quote(split_name_)
        << ", \"count\": " << r.count << ", \"val_loss\": " << json_number(r.loss)
        << ", \"val_acc\": " << json_number(r.acc);
@@ -336,10 +342,11 @@ class EvalSession {
       std::printf("%s\n", line.c_str());
     }
     js << "}\n";
-    const std::string out =
-        !cfg_.eval.out.empty()
-            ? cfg_.eval.out
-            : (std::filesystem::path(cfg_.checkpoint).parent_path() / "eval.json").string();
+    // Beside the checkpoint or file, or inside a model directory.
+    const std::filesystem::path beside = std::filesystem::is_directory(ckpt_.path)
+                                             ? std::filesystem::path(ckpt_.path)
+                                             : std::filesystem::path(ckpt_.path).parent_path();
+    const std::string out = !cfg_.eval.out.empty() ? cfg_.eval.out : (beside / "eval.json").string();
     write_atomically(out, js.str());
     std::printf("wrote %s\n", out.c_str());
     std::fflush(stdout);
@@ -383,7 +390,7 @@ class EvalSession {
 
   const Config& cfg_;
   dist::Context& ctx_;
-  ckpt::Checkpoint ckpt_;
+  ModelSource ckpt_;  // the checkpoint, or --model.init's weights
   Config run_;
   RunData data_;
   bool use_val_ = true;

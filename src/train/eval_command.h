@@ -14,7 +14,8 @@
 //
 // eval prints loss, accuracy, top-5 and per-class accuracy (language models:
 // loss per token and perplexity) and writes eval.json (val_loss, val_acc,
-// val_top5, per_class_acc, confusion; val_ppl for language models) to --out,
+// val_top5, per_class_acc — accuracies as fractions in [0, 1] — confusion;
+// val_ppl for language models) to --out,
 // by default beside the checkpoint, atomically (temp + rename).
 //
 // predict writes, for every sample of the split in file order: classifiers

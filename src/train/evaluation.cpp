@@ -6,6 +6,7 @@
 
 #include "backend/ops.h"
 #include "core/error.h"
+#include "train/protocol.h"
 
 namespace hpc::train {
 
@@ -47,24 +48,32 @@ EvalResult evaluate_split(const EvalInputs& in, EvalDetail* detail, const BatchS
   });
   const int64_t k = detail ? detail->classes : 0;
   if (detail) detail->confusion.assign(static_cast<size_t>(k * k), 0);
-  // Per batch: loss sum, count, top-1, top-5; one slot per batch, filled by the rank that ran it.
-  Tensor table(Shape{std::max<int64_t>(batches, 1), 4}, DType::F64);
+  // One row per batch (EvalBatchSums), filled by the rank that ran it.
+  constexpr int64_t ROW = int64_t(wire_size<EvalBatchSums>);
+  Tensor table(Shape{std::max<int64_t>(batches, 1), ROW}, DType::F64);
   Tensor confusion(Shape{std::max<int64_t>(k * k, 1)}, DType::F64);
   nn::RunCtx rc;
   rc.training = false;
   rc.seed = in.seed;
   Tensor staging;
+  // Lockstep: the forwards the ranks with fewer batches run so that every rank runs as many.
+  if (in.lockstep) {
+    const int64_t most = (batches + world - 1) / world;
+    if (most > mine) {
+      const Shape shape = in.model->input_shape().with_batch(rows);
+      const Tensor zeros(shape, in.model->input_dtype(), in.model->device());
+      for (int64_t j = mine; j < most; ++j) in.model->forward(zeros, rc);
+    }
+  }
   for (int64_t j = 0; j < mine; ++j) {
     const int64_t b = j * world + rank;
     const data::Batch& batch = in.loader->next();
     const auto [x, y] = (*in.upload)(batch);
     const Tensor& logits = in.model->forward(x, rc);
     const nn::LossStats s = in.loss->forward_backward(logits, y, batch.valid, 1.0, Tensor());
-    double* row = table.data<double>() + 4 * b;
-    row[0] = s.loss_sum;
-    row[1] = static_cast<double>(s.count);
-    row[2] = static_cast<double>(s.correct1);
-    row[3] = static_cast<double>(s.correct5);
+    pack_into(EvalBatchSums{s.loss_sum, static_cast<double>(s.count), static_cast<double>(s.correct1),
+                            static_cast<double>(s.correct5)},
+              table.data<double>() + ROW * b);
     if (!detail && !sink) continue;
     const Tensor h = host_float(logits, staging);
     if (detail) {
@@ -86,14 +95,16 @@ EvalResult evaluate_split(const EvalInputs& in, EvalDetail* detail, const BatchS
     for (int64_t i = 0; i < k * k; ++i)
       detail->confusion[static_cast<size_t>(i)] = static_cast<int64_t>(confusion.data<double>()[i]);
   }
-  double sums[4] = {0, 0, 0, 0};
-  for (int64_t b = 0; b < batches; ++b)
-    for (int c = 0; c < 4; ++c) sums[c] += table.data<double>()[4 * b + c];
+  EvalBatchSums all;  // the batches' sums added in batch order: the same bits on any number of ranks
+  for (int64_t b = 0; b < batches; ++b) {
+    const EvalBatchSums r = unpack<EvalBatchSums>(table.data<double>() + ROW * b);
+    all.loss_sum += r.loss_sum, all.count += r.count, all.correct1 += r.correct1, all.correct5 += r.correct5;
+  }
   EvalResult res;
-  res.count = static_cast<int64_t>(sums[1]);
-  res.loss = sums[0] / std::max(1.0, sums[1]);
-  res.acc = sums[2] / std::max(1.0, sums[1]);
-  if (in.top5) res.top5 = sums[3] / std::max(1.0, sums[1]);
+  res.count = static_cast<int64_t>(all.count);
+  res.loss = all.loss_sum / std::max(1.0, all.count);
+  res.acc = all.correct1 / std::max(1.0, all.count);
+  if (in.top5) res.top5 = all.correct5 / std::max(1.0, all.count);
   return res;
 }
 

@@ -44,6 +44,9 @@ struct EvalInputs {
   int64_t rows = 0;
   uint64_t seed = 0;
   bool top5 = false;  // count top-5 hits (classification with >= 10 classes)
+  // Every rank runs as many forward passes as the rank with the most batches (a rank without a batch
+  // of its own runs one on zeros and drops it): ZeRO 3's forward gathers parameters collectively.
+  bool lockstep = false;
 };
 
 // Classification detail, summed over every rank.

@@ -57,11 +57,6 @@ Record& Record::add_int(const std::string& key, long long value) {
   return *this;
 }
 
-Record& Record::add_str(const std::string& key, const std::string& value) {
-  fields_.emplace_back(key, json_quote(value));
-  return *this;
-}
-
 std::string Record::json() const {
   std::string s = "{";
   for (size_t i = 0; i < fields_.size(); ++i)

@@ -1,8 +1,9 @@
 // Machine-readable metrics: one JSON object per line in RUN_DIR/metrics.jsonl.
 //
-// Keys other tools rely on (DESIGN.md): training records step, epoch, loss,
-// lr, grad_norm, samples_per_s, data_ms, compute_ms, comm_ms; evaluation
-// records step, epoch, val_loss, val_acc, val_top5. Floats are written with
+// Keys other tools rely on (docs/outputs.md): training records step, epoch,
+// loss, lr, grad_norm, samples_per_s, data_ms, compute_ms, comm_ms;
+// evaluation records step, epoch, val_loss, val_acc, val_top5. Accuracies
+// are fractions in [0, 1] (the console prints percentages). Floats are written with
 // 17 significant digits so a value read back is the value computed. A write
 // failure (disk full) is reported once on stderr and does not stop training:
 // the failed record is cut off again (no torn line) and left out, and when
@@ -21,7 +22,6 @@ class Record {
  public:
   Record& add(const std::string& key, double value);
   Record& add_int(const std::string& key, long long value);
-  Record& add_str(const std::string& key, const std::string& value);
   std::string json() const;
 
  private:

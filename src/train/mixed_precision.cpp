@@ -6,6 +6,7 @@
 
 #include "backend/ops.h"
 #include "core/error.h"
+#include "core/mem_ledger.h"
 
 namespace hpc::train {
 
@@ -66,8 +67,14 @@ MixedPrecision::MixedPrecision(Precision precision, Device device, const Tensor&
   grads_shard_ =
       shard_lo == 0 && shard_hi == model_grads.count() ? model_grads : model_grads.slice(shard_lo, flat);
   if (!sixteen_bit()) return;
-  master_ = Tensor(flat, DType::F32, model_params.device());
-  grads32_ = Tensor(flat, DType::F32, model_params.device());
+  {
+    const MemUseScope use(MemUse::OptimizerState);  // as the optimizer_state_mb figure counts them
+    master_ = Tensor(flat, DType::F32, model_params.device());
+  }
+  {
+    const MemUseScope use(MemUse::Grads);
+    grads32_ = Tensor(flat, DType::F32, model_params.device());
+  }
   if (flat.count() > 0) backend::convert(params_shard_, master_);
 }
 
@@ -84,7 +91,12 @@ bool MixedPrecision::unscale() {
           ? static_cast<double>(backend::unscale_grads(grads_shard_, grads32_, 1.0 / loss_scale()))
           : 0.0;
   if (max_over_ranks_) nonfinite = max_over_ranks_(nonfinite);
-  return scale_.update(nonfinite > 0);
+  if (scale_.update(nonfinite > 0)) return true;
+  if (consecutive_skips() >= MAX_CONSECUTIVE_SKIPS)
+    throw UserError("training diverged: " + std::to_string(MAX_CONSECUTIVE_SKIPS) +
+                    " consecutive fp16 steps had inf/NaN gradients (loss scale now " +
+                    std::to_string(loss_scale()) + "): lower --optim.lr or use --train.precision bf16");
+  return false;
 }
 
 void MixedPrecision::publish() {

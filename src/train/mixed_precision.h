@@ -91,9 +91,12 @@ class MixedPrecision {
   bool dynamic_scaling() const { return scaling_; }
   DynamicLossScale& scaler() { return scale_; }
   const DynamicLossScale& scaler() const { return scale_; }
+  // fp16 overflows in a row that end a run as diverged: the scale is then 2^-48 of its start.
+  static constexpr int64_t MAX_CONSECUTIVE_SKIPS = 64;
   // After backward and the gradient all-reduce: fills optimizer_grads().
   // Returns false when the step must be skipped (fp16 gradients that
-  // overflowed); the loss scale is updated either way.
+  // overflowed); the loss scale is updated either way. UserError after
+  // MAX_CONSECUTIVE_SKIPS skipped steps in a row: training diverged.
   bool unscale();
   // After the optimizer step: the model's parameters ← the master weights (the shard's range: the
   // trainer all-gathers the rest).

@@ -3,8 +3,6 @@
 // here (the device vote, the NCCL set-up, the parameter broadcast and the
 // model check) are called in the same order everywhere. A set-up error is a
 // UserError that main.cpp agrees on across ranks before training starts.
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
@@ -17,8 +15,11 @@
 #include "backend/cpu/threads.h"
 #include "backend/device.h"
 #include "core/error.h"
+#include "core/mem_ledger.h"
 #include "data/augment.h"
+#include "data/train_loader.h"
 #include "dist/devices.h"
+#include "dist/shards.h"
 #include "train/device_choice.h"
 #include "train/model_init.h"
 #include "train/trainer.h"
@@ -32,12 +33,12 @@ using Clock = std::chrono::steady_clock;
 // UserError unless every rank built the same model as this one: the parameter
 // count and a hash of the canonical spec, gathered from every rank.
 void check_same_model(dist::Communicator& comm, const nn::Model& model) {
-  double mine[2] = {static_cast<double>(model.num_params()),
-                    static_cast<double>(std::hash<std::string>{}(model.spec()) % (1ull << 52))};
-  Tensor all(Shape{2 * static_cast<int64_t>(comm.size())}, DType::F64);
-  comm.allgather(Tensor::borrow(mine, Shape{2}, DType::F64), all);
+  ModelFingerprint mine;
+  mine.params = model.num_params();
+  mine.spec_hash = static_cast<int64_t>(std::hash<std::string>{}(model.spec()) % (1ull << 52));
+  const std::vector<ModelFingerprint> all = gather_from_ranks(comm, mine);
   for (int r = 0; r < comm.size(); ++r)
-    if (all.data<double>()[2 * r] != mine[0] || all.data<double>()[2 * r + 1] != mine[1])
+    if (all[size_t(r)].params != mine.params || all[size_t(r)].spec_hash != mine.spec_hash)
       throw UserError("rank " + std::to_string(r) + " built a different model than rank " +
                       std::to_string(comm.rank()) +
                       " (parameter count or spec differ): check that all ranks get "
@@ -74,8 +75,8 @@ Trainer::Trainer(const Config& cfg, dist::Context& ctx, dist::Grid& grid)
       grid_(grid),
       comm_(ctx.host_comm()),
       dp_comm_(grid.host(dist::GroupKind::Dp)),
-      deadline_(cfg.train.time_limit, std::getenv("SLURM_JOB_END_TIME"), Clock::now(),
-                static_cast<double>(std::time(nullptr))) {
+      policy_({}, Deadline(cfg.train.time_limit, std::getenv("SLURM_JOB_END_TIME"), Clock::now(),
+                           static_cast<double>(std::time(nullptr)))) {
   choose_device();
   open_data();
   build_model();
@@ -116,6 +117,13 @@ void Trainer::open_data() {
       "data file '" + cfg_.data.path + "': /train");
   steps_per_epoch_ = sampler_->batches_per_epoch();
   total_steps_ = cfg_.train.steps > 0 ? cfg_.train.steps : cfg_.train.epochs * steps_per_epoch_;
+  CheckpointPolicy::Rules rules;
+  rules.every_steps = cfg_.ckpt.every_steps;
+  rules.every_minutes = cfg_.ckpt.every_minutes;
+  rules.total_steps = total_steps_;
+  rules.steps_per_epoch = steps_per_epoch_;
+  rules.evaluates = data_.val != nullptr;
+  policy_.set_rules(rules);
 }
 
 void Trainer::build_model() {
@@ -123,7 +131,7 @@ void Trainer::build_model() {
   const Task& task = data_.task;
   model_ = std::make_unique<nn::Model>(task.model_layers(cfg_.model, info), info.sample_shape,
                                        MixedPrecision::model_dtype(cfg_.train.precision, device_),
-                                       cfg_.train.seed, device_);
+                                       cfg_.train.seed, device_, stored_range());
   task.check_output(model_->output_shape(), info);
   if (grid_.tp() > 1)  // no layer splits itself over a tensor-parallel group yet
     throw UserError("dist.tp " + std::to_string(grid_.tp()) + ": layer 0 '" + model_->layer_spec(0) +
@@ -140,8 +148,8 @@ void Trainer::build_model() {
 
 void Trainer::sync_replicas() {
   if (ctx_.world() == 1) return;
-  // Every replica takes the first one's parameters (each tensor-parallel rank its own part).
-  comm_for(model_->params()).broadcast(model_->params(), 0);
+  // A shard (dist.zero 3) was drawn by each rank itself: initial values are a pure function of the seed.
+  if (model_->stores_whole_params()) comm_for(model_->params()).broadcast(model_->params(), 0);
   for (auto& [name, t] : model_->buffers()) comm_for(t).broadcast(t, 0);
   check_same_model(comm_, *model_);
 }
@@ -152,24 +160,29 @@ void Trainer::build_optimizer() {
   // over the data-parallel group (the replicas of the same parameters).
   sharding_ =
       std::make_unique<Sharding>(cfg_.dist.zero, grid_.dp_rank(), grid_.dp(), model_->num_params(), device_);
-  precision_ = std::make_unique<MixedPrecision>(cfg_.train.precision, device_, model_->params(),
-                                                model_->grads(), sharding_->lo(), sharding_->hi());
+  // The shard's range of what the model stores (all of it, or with dist.zero 3 exactly the shard).
+  const Shape shard{sharding_->count()};
+  precision_ = std::make_unique<MixedPrecision>(
+      cfg_.train.precision, device_, model_->params().slice(sharding_->lo() - model_->params_lo(), shard),
+      model_->grads().slice(sharding_->lo() - model_->grads_lo(), shard));
   if (sharding_->active())
     precision_->set_count_over_ranks([this](double n) {  // every rank of the grid skips a step, or none
       comm_.allreduce(Tensor::borrow(&n, Shape{1}, DType::F64), dist::ReduceOp::Max);
       return n;
     });
-  peak_lr_ = optim::scaled_lr(cfg_.optim, global_batch_, &lr_note_);
+  const double peak_lr = optim::scaled_lr(cfg_.optim, global_batch_, &lr_note_);
   // The optimizer steps the fp32 master weights of a 16-bit model (the model's own buffer otherwise).
+  const MemUseScope use(MemUse::OptimizerState);
   optimizer_ = optim::Optimizer::create(
       cfg_.optim, precision_->optimizer_params(),
       optim::decay_ranges_in(optim::decay_ranges_of(model_->param_info()), sharding_->lo(), sharding_->hi()));
-  schedule_ = std::make_unique<optim::LrSchedule>(cfg_.optim, peak_lr_, total_steps_);
+  schedule_ = std::make_unique<optim::LrSchedule>(cfg_.optim, peak_lr, total_steps_);
 }
 
 void Trainer::build_reducer() {
   if (grid_.dp() == 1) return;  // one replica: no gradient to average
-  std::vector<int64_t> cuts;    // buckets end at parameter boundaries: a tensor is never split
+  if (!model_->stores_whole_grads()) return build_sharded_params();  // ZeRO 3, or 2 on a GPU
+  std::vector<int64_t> cuts;  // buckets end at parameter boundaries: a tensor is never split
   for (const nn::ParamInfo& p : model_->param_info()) cuts.push_back(p.offset);
   // ZeRO 1 reduce-scatters the buckets after backward, ZeRO 2 as backward completes them (dist.overlap).
   const bool overlap = sharding_->stage() == 1 ? false : cfg_.dist.overlap;
@@ -187,19 +200,15 @@ void Trainer::start_loaders() {
   upload_ = std::make_unique<BatchUpload>(device_, model_->dtype(), model_->input_dtype());
   const data::LoaderOptions options{cfg_.data.workers, cfg_.data.prefetch,
                                     BatchUpload::host_allocator(device_)};
-  train_loader_ = std::make_unique<data::Loader>(*data_.train, micro_batch_, options);
   const data::Augment augment = data::parse_augment(cfg_.data.augment);
-  if (augment.any()) {
-    const data::SplitInfo& info = data_.train->info();
-    data::check_augment(augment, info.sample_shape, "data file '" + cfg_.data.path + "': /train");
-    // The padding is what a raw 0 becomes (uint8 data are normalised while gathered).
-    const float pad = info.x_dtype == DType::U8 ? static_cast<float>(-info.mean / info.std) : 0.0f;
-    const int64_t accum = cfg_.train.accum_steps;
-    train_loader_->set_transform(
-        [this, augment, pad, accum](int64_t item, const int64_t* idx, int64_t n, const Tensor& x) {
-          data::augment_batch(augment, x, idx, n, cfg_.train.seed, item / accum / steps_per_epoch_, pad);
-        });
-  }
+  const int64_t accum = cfg_.train.accum_steps;
+  train_loader_ = data::make_train_loader(
+      *data_.train, micro_batch_, options, augment, cfg_.train.seed,
+      [this, accum](int64_t item) { return item / accum / steps_per_epoch_; },
+      "data file '" + cfg_.data.path + "': /train");
+  // Decoded images: what the loader can deliver against a step's batch, for the start-up report.
+  loader_note_ = data::loader_capacity_line(data::measure_loader(*data_.train, augment, cfg_.train.seed),
+                                            cfg_.data.workers, micro_batch_ * accum);
   if (data_.val) val_loader_ = std::make_unique<data::Loader>(*data_.val, micro_batch_, options);
 }
 
@@ -208,22 +217,25 @@ void Trainer::open_run_dir() {
     std::filesystem::create_directories(cfg_.run_dir);
     std::ofstream(cfg_.run_dir + "/config.ini") << to_ini(cfg_);
     metrics_ = MetricsLog(cfg_.run_dir + "/metrics.jsonl");
-    if (cfg_.ckpt.async) writer_ = std::make_unique<ckpt::AsyncWriter>();
   }
+  // Every rank takes part in a save: rank 0 writes, the others send their shards (ckpt/shard_stream.h).
+  // The other ranks' writer threads use MPI (their channel) while training does: without
+  // MPI_THREAD_MULTIPLE (the same on every rank) saves stay synchronous.
+  if (cfg_.ckpt.async && (ctx_.world() == 1 || ctx_.thread_multiple()))
+    writer_ = std::make_unique<ckpt::AsyncWriter>();
+  if (ctx_.world() > 1) channel_ = std::make_shared<ckpt::ShardChannel>(MPI_COMM_WORLD, cfg_.dist.timeout);
   progress_ =
       std::make_unique<Progress>(cfg_.log.progress, total_steps_, step_, ctx_.is_root(), ctx_.world());
   tracer_ = std::make_unique<Tracer>(cfg_.log.trace, cfg_.log.trace_steps, ctx_.rank());
   // Where this rank's collective flight record goes when a collective times out or on SIGUSR2.
-  char host[256] = "";
-  gethostname(host, sizeof host);
   ctx_.heartbeat().flight().set_path(cfg_.run_dir + "/flight-" + std::to_string(ctx_.rank()) + ".json",
-                                     ctx_.rank(), host);
+                                     ctx_.rank(), ctx_.info().host);
   dist::install_fatal_signal_dump(ctx_.heartbeat().flight());  // and when this process crashes
   // Until the first save is timed: parameters twice (flat and per tensor) and
   // the optimizer state at a modest 200 MB/s, plus a quarter second for fsync.
   const double state_bytes =
       4.0 * static_cast<double>(model_->num_params()) * (2 + optimizer_->state().size());
-  deadline_.set_save_seconds(0.25 + state_bytes / 200e6);
+  policy_.deadline().set_save_seconds(0.25 + state_bytes / 200e6);
 }
 
 }  // namespace hpc::train

@@ -4,7 +4,6 @@
 #include <cmath>
 
 #include "backend/ops.h"
-#include "ckpt/model_state.h"
 #include "core/error.h"
 #include "core/host_pages.h"
 #include "dist/shards.h"
@@ -32,7 +31,7 @@ Sharding::Sharding(int stage, int rank, int world, int64_t num_params, Device de
       num_params_(num_params),
       device_(device),
       bounds_(dist::shard_bounds(num_params, world)) {
-  HPC_ASSERT(stage >= 0 && stage <= 2, "dist.zero must be 0, 1 or 2");
+  HPC_ASSERT(stage >= 0 && stage <= 3, "dist.zero must be 0, 1, 2 or 3");
 }
 
 std::string Sharding::note() const {
@@ -66,23 +65,6 @@ double Sharding::grad_norm(const Tensor& grads, dist::Communicator& host) const 
   double sum = parts[0];
   for (int q = 1; q < world_; ++q) sum += parts[static_cast<size_t>(q)];
   return std::sqrt(sum);
-}
-
-Tensor Sharding::gather_to_root(const Tensor& mine, dist::Communicator& host) const {
-  HPC_ASSERT(active() && mine.count() == count(), "gather_to_root: not this rank's shard");
-  Tensor full;
-  if (rank_ == 0) full = Tensor(Shape{num_params_}, DType::F32);
-  const Tensor own = ckpt::host_f32(mine).view(Shape{mine.count()});
-  for (int q = 0; q < world_; ++q) {
-    const int64_t a = bounds_[static_cast<size_t>(q)], n = bounds_[static_cast<size_t>(q) + 1] - a;
-    if (n == 0) continue;
-    // Into its place in rank 0's copy, else into scratch (the owner sends its own).
-    Tensor part = rank_ == 0 ? full.slice(a, Shape{n}) : q == rank_ ? own : Tensor(Shape{n}, DType::F32);
-    if (rank_ == 0 && q == 0) backend::copy(own, part);
-    if (q == rank_ && rank_ != 0) part = own;
-    host.broadcast(part, q);
-  }
-  return full;
 }
 
 void Sharding::scatter_from_root(const Tensor& full, const Tensor& mine, dist::Communicator& host) const {

@@ -1,6 +1,8 @@
-// ZeRO in the trainer (dist.zero = 1 | 2): which part of the flat buffers
+// ZeRO in the trainer (dist.zero = 1 | 2 | 3): which part of the flat buffers
 // this rank owns, the global gradient norm, and moving sharded state to and
-// from the one checkpoint writer.
+// from the one checkpoint writer. (Stage 3, where the model itself stores
+// only the shard and gathers units as layers need them, is
+// dist/sharded_params.h; the ranges and the norm here are the same.)
 //
 // Rank r owns elements [lo, hi) of the flat parameter buffer
 // (dist::shard_bounds): its master weights (16-bit runs), the reduced
@@ -20,11 +22,10 @@
 // one reduction of the whole buffer (world-size reads back would cost more
 // than the bits are worth there; the GPU is not bitwise across stages anyway).
 //
-// Checkpoints keep one layout: full-size datasets written by rank 0. Saving
-// gathers a sharded tensor one shard at a time into rank 0's host copy (the
-// checkpoint's own buffer: the whole state is never held twice); resuming
-// sends each rank its shard of rank 0's copy. Both move one shard per
-// broadcast from its owner, so no rank needs more than a shard of scratch.
+// Checkpoints keep one layout: full-size datasets written by rank 0, from
+// every rank's snapshot of its shard, a chunk at a time (ckpt/shard_stream.h,
+// at every dist.zero). Resuming, rank 0 reads the file and sends each rank
+// its shard of its copy, one shard per broadcast.
 #pragma once
 
 #include <cstdint>
@@ -64,10 +65,7 @@ class Sharding {
   // Every rank must call (active: one allgather on host).
   double grad_norm(const Tensor& grads, dist::Communicator& host) const;
 
-  // Rank 0 gets a host float32 copy of the whole tensor whose shards the ranks hold (`mine`,
-  // any device and float dtype); the other ranks get an undefined Tensor. Every rank must call.
-  Tensor gather_to_root(const Tensor& mine, dist::Communicator& host) const;
-  // The inverse: `mine` ← this rank's range of rank 0's host float32 `full` (ignored elsewhere).
+  // `mine` ← this rank's range of rank 0's host float32 `full` (ignored elsewhere), one shard per broadcast.
   void scatter_from_root(const Tensor& full, const Tensor& mine, dist::Communicator& host) const;
 
  private:

@@ -5,15 +5,33 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "data/augment.h"
+#include "data/image_dataset.h"
 #include "data/token_dataset.h"
 #include "nn/spec.h"
+#include "train/model_init.h"
 
 namespace hpc::train {
 
 namespace {
 
+// A language model's spec: model.spec, else a language-model preset, else
+// the config.json of a Hugging Face directory given as model.init, else the
+// preset (which then is no language model, and the data says so).
+std::string lm_spec_text(const ModelConfig& m) {
+  if (!m.spec.empty()) return m.spec;
+  if (!nn::is_language_preset(m.preset) && !m.init.empty()) {
+    std::string from_init = hf_init_spec(m.init, m.context);
+    if (!from_init.empty()) return from_init;
+  }
+  return nn::preset_spec(m, 0);
+}
+
 std::string model_name(const ModelConfig& m) {
-  return m.spec.empty() ? "preset " + m.preset : std::string("spec");
+  if (!m.spec.empty()) return "spec";
+  if (!nn::is_language_preset(m.preset) && !hf_init_spec(m.init, m.context).empty())
+    return "of " + m.init + "/config.json";
+  return "preset " + m.preset;
 }
 
 void check_validation_split(const data::Dataset& train, const data::Dataset& val) {
@@ -40,12 +58,12 @@ RunData open_run_data(const Config& cfg) {
     task.kind_ = Task::Kind::LanguageModel;
     task.lm_spec_name_ = model_name(m);
     // The data's vocabulary is not known yet: the preset is made without its check (model_layers has it).
-    task.lm_layers_ = nn::parse_spec(m.spec.empty() ? nn::preset_spec(m, 0) : m.spec);
+    task.lm_layers_ = nn::parse_spec(lm_spec_text(m));
     task.context_ = m.context > 0 ? m.context : nn::spec_context(task.lm_layers_);
     if (task.context_ == 0)
       throw UserError("the data file holds tokens (/train/tokens) but model " + task.lm_spec_name_ +
                       " is not a language model (no embed(vocab, width, context) layer): use --model.preset "
-                      "gpt-tiny, gpt-small or gpt2-124m, or set --model.context");
+                      "gpt-tiny, llama-tiny or another language-model preset, or set --model.context");
     d.train = std::make_unique<data::TokenDataset>(path, "train", task.context_, open);
     if (data::H5Dataset::has_split(val_path, "val"))
       d.val = std::make_unique<data::TokenDataset>(val_path, "val", task.context_, open);
@@ -54,9 +72,17 @@ RunData open_run_data(const Config& cfg) {
       throw UserError(
           "model.preset " + cfg.model.preset + " is a language model, but data file '" + path +
           "' holds no /train/tokens: make one with `hpcdata pack --from text FILE... -o text.h5`");
-    d.train = std::make_unique<data::H5Dataset>(path, "train", open);
-    if (data::H5Dataset::has_split(val_path, "val"))
-      d.val = std::make_unique<data::H5Dataset>(val_path, "val", open);
+    if (data::ImageDataset::is_image_file(path)) {
+      // Encoded images: decoded to random_resized_crop's size, else the file's.
+      const int64_t side = data::parse_augment(cfg.data.augment).resized_crop;
+      d.train = std::make_unique<data::ImageDataset>(path, "train", side, open);
+      if (data::ImageDataset::has_split(val_path, "val"))
+        d.val = std::make_unique<data::ImageDataset>(val_path, "val", d.train->info().sample_shape[1], open);
+    } else {
+      d.train = std::make_unique<data::H5Dataset>(path, "train", open);
+      if (data::H5Dataset::has_split(val_path, "val"))
+        d.val = std::make_unique<data::H5Dataset>(val_path, "val", open);
+    }
     task.kind_ = d.train->info().classification ? Task::Kind::Classification : Task::Kind::Regression;
   }
   if (d.val) check_validation_split(*d.train, *d.val);
@@ -68,11 +94,12 @@ std::vector<nn::LayerArgs> Task::model_layers(const ModelConfig& model, const da
     const int64_t outputs = kind_ == Kind::Classification ? train.num_classes : train.target_shape.count();
     return nn::parse_spec(model.spec.empty() ? nn::preset_spec(model, outputs) : model.spec);
   }
-  if (model.spec.empty()) {  // the preset's vocabulary must hold every token id of the data
+  if (model.spec
+          .empty()) {  // the preset's (or config.json's) vocabulary must hold every token id of the data
     const int64_t vocab = static_cast<int64_t>(lm_layers_.front().positional.at(0));
     if (train.num_classes > vocab)
       throw UserError("the data has " + std::to_string(train.num_classes) + " token ids but model.vocab is " +
-                      std::to_string(vocab) + " (" + model.preset + "): set --model.vocab " +
+                      std::to_string(vocab) + " (" + lm_spec_name_ + "): set --model.vocab " +
                       std::to_string(train.num_classes) + " or more");
   }
   return lm_layers_;

@@ -59,6 +59,12 @@ class Task {
   double items_per_sample() const { return language_model() ? static_cast<double>(context_) : 1.0; }
   const char* sample_word() const { return language_model() ? "windows" : "samples"; }
 
+  // Whether an evaluation of `split` counts top-5 accuracy: a classifier of ten or more
+  // classes (with fewer, top-5 says little; EvalResult::top5 stays < 0).
+  bool counts_top5(const data::SplitInfo& split) const {
+    return split.classification && split.num_classes >= 10;
+  }
+
   // "eval  epoch E step S: val_loss …" (with perplexity for a language model).
   std::string eval_line(int64_t epoch, int64_t step, const EvalResult& r) const;
   // The evaluation record of metrics.jsonl: val_loss, val_acc, val_top5 / val_ppl.

@@ -1,22 +1,18 @@
 // Trainer (see trainer.h).
 #include "train/trainer.h"
 
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <ctime>
-#include <filesystem>
-#include <fstream>
+#include <functional>
+#include <string>
 
 #include "backend/device.h"
 #include "config/config.h"
 #include "core/error.h"
 #include "core/fault.h"
 #include "core/host_pages.h"
+#include "core/mem_ledger.h"
 #include "train/evaluation.h"
 
 namespace hpc::train {
@@ -24,7 +20,6 @@ namespace hpc::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr int64_t MAX_CONSECUTIVE_SKIPS = 64;  // fp16 overflows in a row: 2^-48 of the initial loss scale
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 }  // namespace
@@ -72,6 +67,7 @@ void Trainer::print_header() {
               cfg_.data.prefetch, train_loader_->allocator_name(),
               data_.train->mapped() ? "data memory-mapped" : "data read with H5Dread");
   if (!cfg_.data.augment.empty()) std::printf(", augment: %s", cfg_.data.augment.c_str());
+  if (!loader_note_.empty()) std::printf("\n%s", loader_note_.c_str());
   const std::string advice = data::mmap_advice({data_.train.get(), data_.val.get()});
   if (!advice.empty()) std::printf("\n%s", advice.c_str());
   std::printf("\nmodel: %s\n%s", model_->spec().c_str(), model_->summary().c_str());
@@ -106,6 +102,10 @@ void Trainer::print_header() {
               double(model_->params().num_bytes()) / 1048576.0, grad_buffer_bytes() / 1048576.0,
               optimizer_state_bytes() / 1048576.0,
               precision_->sixteen_bit() ? " (with fp32 master weights)" : "");
+  if (sharded_ && !model_->stores_whole_params())
+    std::printf(", gather buffers %.2f MiB, gradient staging %.2f MiB",
+                static_cast<double>(sharded_->gather_buffer_bytes()) / 1048576.0,
+                static_cast<double>(sharded_->grad_staging_bytes()) / 1048576.0);
   if (sharding_->active())
     std::printf("; ZeRO stage %d: this rank steps elements [%lld, %lld) of %lld", sharding_->stage(),
                 static_cast<long long>(sharding_->lo()), static_cast<long long>(sharding_->hi()),
@@ -121,6 +121,7 @@ void Trainer::print_header() {
                 cfg_.dist.overlap && sharding_->stage() != 1 ? "overlapped with backward"
                                                              : "after backward (no overlap)",
                 cfg_.dist.timeout);
+  std::printf("%s%s", sharded_summary().c_str(), memory_model_table().c_str());
   std::fflush(stdout);
   print_checkpoint_policy();
 }
@@ -136,108 +137,100 @@ void Trainer::start_train_loader() {
   });
 }
 
-void Trainer::train_step(int64_t batch, StepTimes& t) {
+// llm.c's loop, with gradient accumulation: only the last micro-batch communicates (DDP's no_sync).
+void Trainer::train_step(int64_t batch, StepTimes& times) {
+  StepPhases phases(*tracer_, times, step_ + 1);
+  begin_step(batch);
+  const int64_t accum = cfg_.train.accum_steps;
+  for (int64_t micro = 0; micro < accum; ++micro) {
+    const MicroBatch mb = next_micro_batch(micro, phases);
+    forward_loss(mb, phases);
+    backward(/*reduce=*/micro + 1 == accum, phases);
+  }
+  // Stage 3: forward's parameter gathers and backward's reduce-scatters waited for inside those phases.
+  phases.count_as_comm(sharded_waits_in_compute(times));
+  wait_for_gradients(phases);
+  update(phases);
+  ++step_;
+}
+
+void Trainer::begin_step(int64_t batch) {
   tracer_->take_collectives(ctx_.heartbeat().flight());  // the previous step's, the stop vote included
-  tracer_->set_step(step_ + 1);
-  const double step_t0 = dist::monotonic_seconds();
   ctx_.on_step(step_ + 1);  // hang reports name the step; test-only fault injection
   const int64_t accum = cfg_.train.accum_steps;
   if (train_loader_->position() != step_ * accum || train_loader_->end() != total_steps_ * accum)
     start_train_loader();
   // Real samples of this global batch per rank: the global batch, except a drop_last = false tail.
   // The loss is averaged over the global batch: each replica's part of it (the tp group shares one).
-  const double normalizer = static_cast<double>(sampler_->global_valid(batch)) / grid_.dp();
+  normalizer_ = static_cast<double>(sampler_->global_valid(batch)) / grid_.dp();
   sharding_->zero_grads(model_->grads());
-  nn::RunCtx rc;
-  rc.training = true;
-  rc.seed = cfg_.train.seed;
-  rc.sum_over_replicas = sum_over_replicas_;
-  rc.rank = grid_.dp_rank();  // dropout: a mask per replica, the same on every rank of its tp group
+  run_ = nn::RunCtx();
+  run_.training = true;
+  run_.seed = cfg_.train.seed;
+  run_.sum_over_replicas = sum_over_replicas_;
+  run_.rank = grid_.dp_rank();  // dropout: a mask per replica, the same on every rank of its tp group
   if (tracer_->on())
-    rc.on_layer = [this](size_t i, bool backward, double t0, double t1) {
+    run_.on_layer = [this](size_t i, bool backward, double t0, double t1) {
       const int layer = static_cast<int>(i);
       tracer_->span(backward ? "backward" : "forward",
                     std::string(backward ? "backward " : "forward ") + std::to_string(layer) + " " +
                         model_->layer_spec(layer),
                     t0, t1);
     };
-  double gather_wait = 0;  // in forward, waiting for the parameter all-gathers: communication time
-  for (int64_t micro = 0; micro < accum; ++micro) {
-    tracer_->phase("data wait");
-    auto t0 = Clock::now();
-    const double d0 = dist::monotonic_seconds();
-    const data::Batch& b = train_loader_->next();  // the wait is the data time the loader did not hide
-    auto t1 = Clock::now();
-    const double d1 = dist::monotonic_seconds();
-    tracer_->span("data", "data wait", d0, d1);
-    t.data += std::chrono::duration<double>(t1 - t0).count();
-    rc.step = static_cast<uint64_t>(step_ * accum + micro);
-    tracer_->phase("host to device");
-    const auto [x, y] = (*upload_)(b);
-    const double h2d = dist::monotonic_seconds();
-    tracer_->span("h2d", "host to device", d1, h2d);
-    tracer_->phase("forward");
-    // ZeRO: the previous step's parameter all-gathers complete layer by layer, as forward needs them.
-    const Tensor& logits = model_->forward(x, rc, params_pending() ? [this, &gather_wait](int64_t end) {
-      const double g0 = dist::monotonic_seconds();
-      reducer_->params_ready(end);
-      gather_wait += dist::monotonic_seconds() - g0;
-    } : std::function<void(int64_t)>());
-    const double l0 = dist::monotonic_seconds();
-    tracer_->phase("loss");
-    // fp16: the loss gradient is scaled by S (MixedPrecision::unscale divides it out again).
-    nn::LossStats s =
-        loss_->forward_backward(logits, y, b.valid, normalizer / precision_->loss_scale(), dlogits_);
-    tracer_->span("loss", "loss", l0, dist::monotonic_seconds());
-    win_loss_ += s.loss_sum;
-    win_count_ += static_cast<double>(s.count);
-    win_correct_ += static_cast<double>(s.correct1);
-    // Gradient accumulation: only the last micro-step communicates (like DDP's no_sync).
-    const bool last = micro + 1 == accum;
-    tracer_->phase("backward");
-    if (reducer_ && last) {
-      reducer_->begin();
-      model_->backward(dlogits_, rc, [this](int64_t frontier) {
-        fault_at(FaultPoint::Backward);  // test-only: a signal mid-backward, buckets in flight
-        reducer_->on_ready(frontier);
-      });
-    } else {
-      fault_at(FaultPoint::Backward);
-      model_->backward(dlogits_, rc);
-    }
-    t.compute += seconds_since(t1);
+}
+
+Trainer::MicroBatch Trainer::next_micro_batch(int64_t micro, StepPhases& phases) {
+  const data::Batch* b = nullptr;
+  {
+    const auto p = phases.enter(Phase::DataWait);  // the loader's threads gathered it ahead, or not
+    b = &train_loader_->next();
   }
-  t.compute -= gather_wait;
-  t.comm += gather_wait;
-  // The wait in finish() is the communication backward did not hide.
-  tracer_->phase("gradient wait");
-  const double w0 = dist::monotonic_seconds();
-  if (reducer_) t.comm += reducer_->finish();
-  const double o0 = dist::monotonic_seconds();
-  tracer_->span("comm", "gradient wait", w0, o0);
-  tracer_->phase("optimizer");
-  struct StepSpans {  // the optimizer's and the whole step's events, however the step ends
-    Tracer& tr;
-    double step_t0, o0;
-    int64_t step;
-    ~StepSpans() {
-      const double end = dist::monotonic_seconds();
-      tr.span("optimizer", "optimizer", o0, end);
-      tr.span("step", "step " + std::to_string(step), step_t0, end);
-      tr.end_step();
-    }
-  } spans{*tracer_, step_t0, o0, step_ + 1};
-  auto t2 = Clock::now();
-  if (!precision_->unscale()) {  // fp16 gradients overflowed: skip the step (the loss scale was lowered)
-    if (precision_->consecutive_skips() >= MAX_CONSECUTIVE_SKIPS)
-      throw UserError("training diverged: " + std::to_string(MAX_CONSECUTIVE_SKIPS) +
-                      " consecutive fp16 steps had inf/NaN gradients (loss scale now " +
-                      std::to_string(precision_->loss_scale()) +
-                      "): lower --optim.lr or use --train.precision bf16");
-    t.compute += seconds_since(t2);
-    ++step_;
-    return;
+  const auto p = phases.enter(Phase::HostToDevice);
+  const auto [x, y] = (*upload_)(*b);
+  return {x, y, b->valid, static_cast<uint64_t>(step_ * cfg_.train.accum_steps + micro)};
+}
+
+void Trainer::forward_loss(const MicroBatch& mb, StepPhases& phases) {
+  run_.step = mb.index;
+  const Tensor* logits = nullptr;
+  {
+    const auto p = phases.enter(Phase::Forward);
+    logits = &model_->forward(mb.x, run_, params_arrive(phases));
   }
+  const auto p = phases.enter(Phase::Loss);
+  // fp16: the loss gradient is scaled by S (MixedPrecision::unscale divides it out again).
+  const nn::LossStats s =
+      loss_->forward_backward(*logits, mb.y, mb.valid, normalizer_ / precision_->loss_scale(), dlogits_);
+  window_.loss_sum += s.loss_sum;
+  window_.count += static_cast<double>(s.count);
+  window_.correct += static_cast<double>(s.correct1);
+}
+
+void Trainer::backward(bool reduce, StepPhases& phases) {
+  const auto p = phases.enter(Phase::Backward);
+  if (reducer_ && reduce) {
+    reducer_->begin();
+    model_->backward(dlogits_, run_, [this](int64_t frontier) {
+      fault_at(FaultPoint::Backward);  // test-only: a signal mid-backward, buckets in flight
+      reducer_->on_ready(frontier);
+    });
+  } else {
+    begin_sharded_backward(reduce);  // stage 3: each unit's gradients reduce-scattered as its backward ends
+    fault_at(FaultPoint::Backward);
+    model_->backward(dlogits_, run_);
+  }
+}
+
+void Trainer::wait_for_gradients(StepPhases& phases) {
+  const auto p = phases.enter(Phase::GradientWait);
+  if (reducer_) reducer_->finish();
+  finish_sharded_backward();
+}
+
+void Trainer::update(StepPhases& phases) {
+  const auto p = phases.enter(Phase::Optimizer);
+  if (!precision_->unscale())
+    return;  // fp16 gradients overflowed: the step is skipped, the loss scale lowered
   // The norm over every rank's shard in a fixed order (train/sharding.h): the same bits for any
   // dist.zero; clipping scales this rank's gradients by the same factor as unsharded.
   last_grad_norm_ = sharding_->grad_norm(precision_->optimizer_grads(), dp_comm_);
@@ -249,11 +242,18 @@ void Trainer::train_step(int64_t batch, StepTimes& t) {
   last_lr_ = schedule_->lr_at(step_);
   optimizer_->step(precision_->optimizer_params(), precision_->optimizer_grads(), last_lr_);
   precision_->publish();
-  t.compute += seconds_since(t2);
   // Every rank's updated shard to every rank: started here, waited for by the next forward layer by
   // layer (or by settle_params, before anything else reads the parameters).
-  if (sharding_->active()) reducer_->start_allgather(model_->params());
-  ++step_;
+  start_param_allgather();
+}
+
+std::function<void(int64_t)> Trainer::params_arrive(StepPhases& phases) {
+  if (!reducer_ || !reducer_->allgather_pending()) return {};  // stage 3 gathers inside forward itself
+  return [this, &phases](int64_t end) {
+    const double t0 = dist::monotonic_seconds();
+    reducer_->params_ready(end);
+    phases.count_as_comm(dist::monotonic_seconds() - t0);
+  };
 }
 
 double Trainer::optimizer_state_bytes() const {
@@ -286,17 +286,16 @@ std::string Trainer::device_report() const {
   return out;
 }
 
-void Trainer::log_step(int64_t epoch, const StepTimes& t, double window_s) {
+void Trainer::log_step(int64_t epoch, double window_s) {
   // Loss and accuracy over the window, summed over the replicas (one small allreduce; the ranks of a
   // tp group hold the same sums).
-  double sums[3] = {win_loss_, win_count_, win_correct_};
-  Tensor s = Tensor::borrow(sums, Shape{3}, DType::F64);
-  dp_comm_.allreduce(s, dist::ReduceOp::Sum);
-  const double loss = sums[0] / std::max(1.0, sums[1]);
-  const double steps = static_cast<double>(std::max<int64_t>(1, win_steps_));
+  const LogWindowSums all = sum_over_ranks(dp_comm_, window_);
+  const StepTimes& t = window_times_;
+  const double loss = all.loss_sum / std::max(1.0, all.count);
+  const double steps = static_cast<double>(std::max<int64_t>(1, window_.steps));
   // The loss counts tokens for a language model: samples are windows of context() tokens.
   const double per_sample = task().items_per_sample();
-  const double sps = sums[1] / per_sample / std::max(1e-9, window_s);
+  const double sps = all.count / per_sample / std::max(1e-9, window_s);
   progress_->step_line(epoch, step_, loss, last_lr_, last_grad_norm_, sps * per_sample, 1e3 * t.data / steps,
                        1e3 * t.compute / steps, 1e3 * t.comm / steps);
   Record r;
@@ -309,22 +308,33 @@ void Trainer::log_step(int64_t epoch, const StepTimes& t, double window_s) {
       .add("data_ms", 1e3 * t.data / steps)
       .add("compute_ms", 1e3 * t.compute / steps)
       .add("comm_ms", 1e3 * t.comm / steps)
-      .add("train_acc", sums[2] / std::max(1.0, sums[1]))
+      .add("train_acc", all.correct / std::max(1.0, all.count))
       .add("optimizer_state_mb", optimizer_state_bytes() / 1048576.0)
       .add("grad_buffer_mb", grad_buffer_bytes() / 1048576.0);
   if (task().language_model()) r.add("tokens_per_s", sps * per_sample);
+  if (sharded_) r.add("gather_ms", 1e3 * t.gather / steps);
+  // What this rank's own allocations held at most (core/mem_ledger.h): the memory model, measured.
+  for (auto [key, use] : {std::pair{"peak_params_mb", MemUse::Params},
+                          {"peak_grads_mb", MemUse::Grads},
+                          {"peak_optimizer_mb", MemUse::OptimizerState},
+                          {"peak_gather_mb", MemUse::GatherBuffers},
+                          {"peak_staging_mb", MemUse::GradStaging}})
+    r.add(key, static_cast<double>(mem_use_stats(use).peak) / 1048576.0);
   if (precision_->sixteen_bit())
     r.add("loss_scale", precision_->loss_scale()).add_int("skipped_steps", precision_->skipped_steps());
   if (device_ == Device::CUDA) r.add("device_mem_peak_mb", backend::device_memory_stats().peak / 1048576.0);
   metrics_.write(r);
 }
 
-bool Trainer::params_pending() const { return reducer_ && reducer_->allgather_pending(); }
+bool Trainer::params_pending() const {
+  return (reducer_ && reducer_->allgather_pending()) || (sharded_ && sharded_->param_allgather_pending());
+}
 
 void Trainer::settle_params() {
   if (!params_pending()) return;
   const double t0 = dist::monotonic_seconds();
-  reducer_->finish_allgather();
+  if (reducer_) reducer_->finish_allgather();
+  if (sharded_) sharded_->finish_param_allgather();
   tracer_->span("comm", "parameter all-gather", t0, dist::monotonic_seconds());
 }
 
@@ -341,8 +351,9 @@ EvalResult Trainer::evaluate() {
   in.comm = &dp_comm_;  // the replicas share the split's rows out; a tp group evaluates the same rows
   in.rows = micro_batch_;
   in.seed = cfg_.train.seed;
-  const data::SplitInfo& info = data_.val->info();
-  in.top5 = info.classification && info.num_classes >= 10;
+  in.lockstep =
+      sharded_ && !model_->stores_whole_params();  // ZeRO 3: forward gathers, on every rank together
+  in.top5 = task().counts_top5(data_.val->info());
   return evaluate_split(in);
 }
 
@@ -352,9 +363,7 @@ void Trainer::finish_trace() {
   // A background write of a traced step belongs in the file: the trace's end waits for it (rank 0).
   if (writer_ && writer_->in_flight() && tracer_->traces(writer_->in_flight_step()))
     pending_write_failure_ = collect_write(true);  // a full disk joins the next stop vote
-  char host[256] = "";
-  gethostname(host, sizeof host);
-  const std::string file = tracer_->finish(comm_, host);
+  const std::string file = tracer_->finish(comm_, ctx_.info().host);
   if (!file.empty())
     progress_->line("trace: " + file + " (steps " + cfg_.log.trace_steps + ", " +
                     std::to_string(ctx_.world()) +
@@ -367,24 +376,19 @@ EvalResult Trainer::run() {
     comm_.barrier();
     tracer_->start(dist::monotonic_seconds());
   }
-  last_boundary_ = last_ckpt_time_ = Clock::now();  // step and checkpoint timing start here, after set-up
+  policy_.start(Clock::now());  // step and checkpoint timing start here, after set-up
   EvalResult last;
   auto window_start = Clock::now();
   while (step_ < total_steps_) {
     const int64_t epoch = step_ / steps_per_epoch_;
-    StepTimes t;
-    train_step(step_ % steps_per_epoch_, t);
-    win_times_.data += t.data;
-    win_times_.compute += t.compute;
-    win_times_.comm += t.comm;
-    ++win_steps_;
+    train_step(step_ % steps_per_epoch_, window_times_);
+    ++window_.steps;
     progress_->tick(step_);
     const bool epoch_end = step_ % steps_per_epoch_ == 0 || step_ == total_steps_;
     if (step_ % cfg_.log.every == 0 || epoch_end) {
-      log_step(epoch, win_times_, seconds_since(window_start));
-      win_loss_ = win_count_ = win_correct_ = 0;
-      win_steps_ = 0;
-      win_times_ = StepTimes();
+      log_step(epoch, seconds_since(window_start));
+      window_ = LogWindowSums();
+      window_times_ = StepTimes();
       window_start = Clock::now();
     }
     if (epoch_end && data_.val) {
@@ -406,8 +410,8 @@ EvalResult Trainer::run() {
     // Resumed from a finished run: nothing to train, but the final evaluation is still the answer.
     if (data_.val && last.count == 0) last = evaluate();
     settle_writes();  // a background write still in flight ends first (and may have found the disk full)
-    if (exit_code_ == EXIT_OK && step_ != last_ckpt_step_ && !save_checkpoint("end of training", true) &&
-        exit_code_ == EXIT_OK)
+    if (exit_code_ == EXIT_OK && step_ != policy_.last_saved_step() &&
+        !save_checkpoint("end of training", true) && exit_code_ == EXIT_OK)
       exit_code_ = EXIT_BAD_INPUT;  // (a full disk has set EXIT_IO)
   }
   progress_->done();

@@ -5,22 +5,28 @@
 // model, make the replicas equal, build the optimizer and the gradient
 // reducer, start the loaders, open the run directory.
 //
-// Per optimizer step: for each of accum_steps micro-batches, gather the
-// rank's samples, forward, loss, backward (the last micro-step hands
-// gradient buckets to the GradReducer as backward completes them); wait for
-// the reduction; clip; learning rate from the schedule; fused optimizer
-// step. Rank 0 prints the step table and writes metrics.jsonl; an evaluation
-// closes every epoch when a validation split exists.
+// One optimizer step (train_step, trainer.cpp) is llm.c's loop with
+// gradient accumulation: for each of accum_steps micro-batches, the next
+// batch, forward and loss, backward (the last micro-batch hands gradient
+// buckets to the GradReducer as backward completes them); then the wait for
+// the gradients, and the update (mixed precision's unscale or skip, clip,
+// learning rate, fused optimizer step). Each piece is a member function of
+// its own, so that a schedule can drive them (a pipeline interleaves
+// forward_loss and backward of several micro-batches); StepPhases times them
+// for the step table and the trace. Rank 0 prints the step table and writes
+// metrics.jsonl; an evaluation closes every epoch when a validation split exists.
 //
 // Checkpoints and early stops (trainer_checkpoint.cpp): after every step,
-// one tiny allreduce makes all ranks agree on whether to stop (a signal on
-// any rank, the deadline) and on time-based checkpoints; then rank 0 writes
-// RUN_DIR/ckpt-STEP.h5 (every ckpt.every_steps / ckpt.every_minutes, on a
-// stop, at the end). A stop returns from run() early, and exit_code() says
-// 75: requeue me.
+// the ranks vote (one tiny allreduce of a StopVote, protocol.h) and apply
+// the same CheckpointPolicy (checkpoint_policy.h): stop on a signal or the
+// deadline, checkpoint every ckpt.every_steps / ckpt.every_minutes. Rank 0
+// writes RUN_DIR/ckpt-STEP.h5 from the state gather_checkpoint() collects
+// (also on a stop and at the end). A stop returns from run() early, and
+// exit_code() says 75: requeue me.
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -34,16 +40,20 @@
 #include "dist/context.h"
 #include "dist/grad_reducer.h"
 #include "dist/grid.h"
+#include "dist/sharded_params.h"
 #include "nn/loss.h"
 #include "nn/model.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "train/batch_upload.h"
+#include "train/checkpoint_policy.h"
 #include "train/metrics.h"
 #include "train/mixed_precision.h"
 #include "train/progress.h"
+#include "train/protocol.h"
 #include "train/sharding.h"
 #include "train/signals.h"
+#include "train/step_phases.h"
 #include "train/task.h"
 #include "train/trace.h"
 
@@ -83,22 +93,48 @@ class Trainer {
   void build_model();      // model_, checked against the data; loss_
   void sync_replicas();    // rank 0's parameters and buffers everywhere, the same model on every rank
   void build_optimizer();  // precision_ (master weights), optimizer_, schedule_
-  void build_reducer();    // reducer_: gradient buckets cut at parameter boundaries
+  void build_reducer();    // reducer_: gradient buckets cut at parameter boundaries (or sharded_)
   void start_loaders();    // upload_, loaders, dlogits_
   void open_run_dir();     // config.ini, metrics.jsonl, progress, the deadline's first estimate
 
-  struct StepTimes {
-    double data = 0, compute = 0, comm = 0;
+  // ZeRO stage 3 (and 2 on a GPU): the model stores its shard (trainer_sharded.cpp).
+  nn::StoredRange stored_range() const;
+  void build_sharded_params();
+  std::string sharded_summary() const;     // the start-up line of stage 3 (or 2 on a GPU)
+  std::string memory_model_table() const;  // train/memory_model.h for this run
+  void begin_sharded_backward(bool last);  // before each micro-step's backward
+  // Stage 3's gather and reduce waits inside forward and backward (seconds; the gathers also into
+  // times.gather), taken since the last call.
+  double sharded_waits_in_compute(StepTimes& times);
+  void finish_sharded_backward();  // after the last backward: its reductions complete
+  // After the optimizer: every rank's updated shard to every rank (waited for by the next forward).
+  void start_param_allgather();
+
+  // ---- one training step (trainer.cpp), in its order ----
+  // A micro-batch on the device: inputs, targets, its real rows (the rest is padding), and its
+  // index among all micro-batches (dropout's masks are a function of it).
+  struct MicroBatch {
+    Tensor x, y;
+    int64_t valid = 0;
+    uint64_t index = 0;
   };
-  // One optimizer step over global batch `batch` of the current epoch. Adds to the running loss sums.
-  void train_step(int64_t batch, StepTimes& t);
+  // One optimizer step over global batch `batch` of the current epoch; adds to the logging window.
+  void train_step(int64_t batch, StepTimes& times);
+  void begin_step(int64_t batch);  // names the step, places the loader, zeroes the gradients
+  MicroBatch next_micro_batch(int64_t micro, StepPhases& phases);
+  void forward_loss(const MicroBatch& mb, StepPhases& phases);  // the loss and its gradient (dlogits_)
+  void backward(bool reduce, StepPhases& phases);               // reduce: hand buckets to the reducer
+  void wait_for_gradients(StepPhases& phases);
+  void update(StepPhases& phases);
+  // ZeRO: forward's hook that waits for the parameters below a layer's end (none when not pending).
+  std::function<void(int64_t)> params_arrive(StepPhases& phases);
   // ZeRO: the last step's parameter all-gathers are still in flight (the next forward waits for
   // them layer by layer); settle_params() completes them, before anything else reads parameters.
   bool params_pending() const;
   void settle_params();
   // (Re)starts the training loader at step_ (first step, or after a resume moved step_).
   void start_train_loader();
-  void log_step(int64_t epoch, const StepTimes& t, double window_s);
+  void log_step(int64_t epoch, double window_s);
   // This rank's bytes of optimizer state (incl. master weights) and of gradient buffers.
   double optimizer_state_bytes() const;
   double grad_buffer_bytes() const;
@@ -107,20 +143,30 @@ class Trainer {
   // At a step boundary, on every rank: agree on stopping, checkpoint when due.
   // Returns true when the run must stop now.
   bool checkpoint_or_stop();
-  // Every rank takes part (window sums are gathered); rank 0 writes. Returns
-  // false, on every rank, when the write failed (rank 0 says why).
+  // Every rank: the training state as one portable checkpoint, filled in on rank 0. The one place
+  // where state is gathered: every rank's logging window, ZeRO's shards (shard by shard into
+  // rank 0's host copies); more parallelism gathers its pieces here, so that the file always
+  // holds whole tensors in one layout and any run can resume from it.
+  void gather_checkpoint(ckpt::Checkpoint& c);
+  // Every rank takes part; rank 0 writes. Returns false, on every rank, when
+  // the write failed (rank 0 says why).
   // With ckpt.async (and wait false) rank 0 only takes the snapshot here and
   // the write runs in the background; its outcome is reported at a later
   // step boundary (collect_write). wait: write now (stops, end of training).
   bool save_checkpoint(const std::string& why, bool wait = false);
+  // A stop the ranks agreed on: the checkpoint (unless this step has one), the lines, the exit code.
+  void stop(const std::string& why);
   // Rank 0: reports the background write if it finished (or, block, once it
   // has); returns EXIT_IO when it found the disk full, else 0.
   int collect_write(bool block);
   // Every rank: waits for the write in flight and agrees on its outcome (a
-  // full disk sets exit_code_; a failed write of last_ckpt_step_ unsets it).
+  // full disk sets exit_code_; a failed write of the last saved step unsaves it).
   void settle_writes();
   // Rank 0: the log line (or error) of a finished write; EXIT_IO on a full disk.
   int report_write(const ckpt::WriteResult& r, bool background);
+  // Every rank, after a synchronous save: the peak host memory it added (VmHWM over rss_before);
+  // rank 0 logs the writer's and the largest other rank's, and a metrics record.
+  void report_save_memory(size_t rss_before, double seconds);
   void print_checkpoint_policy();
   // Every rank, once the traced steps are done (or the run ends): rank 0 writes log.trace.
   void finish_trace();
@@ -148,6 +194,7 @@ class Trainer {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<dist::GradReducer> reducer_;
+  std::unique_ptr<dist::ShardedParams> sharded_;  // instead of reducer_ when the model stores a shard
   MetricsLog metrics_;
   std::unique_ptr<Progress> progress_;
   std::string lr_note_;
@@ -158,31 +205,34 @@ class Trainer {
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;
   int64_t step_ = 0;  // optimizer steps done
-  double peak_lr_ = 0;
   // SyncBatchNorm: sums batch statistics over the replicas (unset: every rank normalises by its own batch).
   std::function<void(const Tensor&)> sum_over_replicas_;
   int blas_threads_ = 1;
 
+  // The step in progress: the model's run context, and the real samples per rank of its global
+  // batch (the loss gradient's normaliser).
+  nn::RunCtx run_;
+  double normalizer_ = 1;
   Tensor dlogits_;
   // Loader threads gather batches ahead (data.workers, data.prefetch); declared
   // after the datasets and the sampler, so they stop before those go away.
   std::unique_ptr<data::Loader> train_loader_, val_loader_;
-  // Sums over the current logging window (this rank): loss, samples, correct, grad norm.
-  double win_loss_ = 0, win_count_ = 0, win_correct_ = 0, last_grad_norm_ = 0, last_lr_ = 0;
-  int64_t win_steps_ = 0;
-  StepTimes win_times_;
+  std::string loader_note_;  // decoded images: what the loader delivers (start-up report), else empty
+  // This rank's open logging window (its step field unused), and the last step's numbers.
+  LogWindowSums window_;
+  StepTimes window_times_;
+  double last_grad_norm_ = 0, last_lr_ = 0;
 
   // Checkpoints and early stops.
   StopSignals signals_{false};  // left installed until the process exits (see StopSignals)
-  Deadline deadline_;
-  std::optional<ckpt::Resume> resume_;  // rank 0, between the two resume phases
-  int64_t last_ckpt_step_ = -1;
-  std::unique_ptr<ckpt::AsyncWriter> writer_;  // rank 0 with ckpt.async
-  std::unique_ptr<Tracer> tracer_;             // log.trace (always set; off when the option is empty)
-  int64_t last_failed_write_ = -1;             // rank 0: the step of the latest failed write
-  double last_write_seconds_ = 0;              // rank 0: the latest write's duration (deadline estimate)
-  int pending_write_failure_ = 0;              // rank 0: EXIT_IO seen outside a vote (finish_trace)
-  std::chrono::steady_clock::time_point last_ckpt_time_, last_boundary_;
+  CheckpointPolicy policy_;
+  std::optional<ckpt::Resume> resume_;           // rank 0, between the two resume phases
+  std::unique_ptr<ckpt::AsyncWriter> writer_;    // ckpt.async: every rank (rank 0 writes, the others send)
+  std::shared_ptr<ckpt::ShardChannel> channel_;  // several ranks: where the shards travel at a save
+  std::unique_ptr<Tracer> tracer_;               // log.trace (always set; off when the option is empty)
+  int64_t last_failed_write_ = -1;               // rank 0: the step of the latest failed write
+  double last_write_seconds_ = 0;                // rank 0: the latest write's duration (deadline estimate)
+  int pending_write_failure_ = 0;                // rank 0: EXIT_IO seen outside a vote (finish_trace)
   int exit_code_ = 0;
 };
 

@@ -1,8 +1,9 @@
-// Trainer: resume, checkpoints and early stops (the rest is trainer.cpp).
+// Trainer: resume, checkpoints and early stops (the rest is trainer.cpp; the
+// rules are CheckpointPolicy's, the messages protocol.h's).
 //
 // Collectives here are called by every rank in the same order: the stop vote
-// after every step, the window-sum allgather and status broadcast of every
-// save, the broadcasts of a resume. Only rank 0 touches files, so a shared
+// after every step, the window gather and outcome broadcast of every save,
+// the broadcasts of a resume. Only rank 0 touches files, so a shared
 // filesystem sees one writer and one reader, and the other ranks get the
 // state by one broadcast per flat buffer. Host scalars go over
 // ctx_.host_comm(); model and optimizer buffers over comm_for(t): NCCL for
@@ -22,14 +23,8 @@
 #include "ckpt/validate.h"
 #include "core/error.h"
 #include "core/fault.h"
+#include "core/host_pages.h"
 #include "train/trainer.h"
-
-#ifndef HPCTRAIN_VERSION
-#define HPCTRAIN_VERSION "0.0.0"
-#endif
-#ifndef HPCTRAIN_COMMIT
-#define HPCTRAIN_COMMIT "unknown"
-#endif
 
 namespace hpc::train {
 
@@ -55,15 +50,13 @@ std::string format_bytes(double b) {
 
 void Trainer::print_checkpoint_policy() {
   if (!ctx_.is_root()) return;
-  std::string when;
-  if (cfg_.ckpt.every_steps > 0) when += "every " + std::to_string(cfg_.ckpt.every_steps) + " steps, ";
-  if (cfg_.ckpt.every_minutes > 0) when += "every " + format_duration(60 * cfg_.ckpt.every_minutes) + ", ";
   std::printf("checkpoints: %s/ckpt-STEP.h5 %son SIGUSR1/SIGTERM (then exit 75) and at the end; %d kept\n",
-              cfg_.run_dir.c_str(), when.c_str(), cfg_.ckpt.keep);
-  if (deadline_.active())
+              cfg_.run_dir.c_str(), policy_.periodic().c_str(), cfg_.ckpt.keep);
+  const Deadline& deadline = policy_.deadline();
+  if (deadline.active())
     std::printf(
         "deadline: %s, %s from now: stops with a checkpoint (exit 75) when the next step would not fit\n",
-        deadline_.source().c_str(), format_duration(deadline_.seconds_left(Clock::now())).c_str());
+        deadline.source().c_str(), format_duration(deadline.seconds_left(Clock::now())).c_str());
   std::fflush(stdout);
 }
 
@@ -99,21 +92,21 @@ void Trainer::load_resume_checkpoint() {
 }
 
 void Trainer::apply_resume_checkpoint() {
-  // found, step to continue at, optimizer steps taken; has loss scaling, its 4 values
-  // (ckpt::loss_scaling_row)
-  double head[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  ResumeHead head;
   if (resume_) {
     const ckpt::Checkpoint& c = resume_->checkpoint;
     ckpt::RunLayout run;
     run.global_batch = global_batch_;
     run.steps_per_epoch = steps_per_epoch_;
-    head[0] = 1;
-    head[1] = static_cast<double>(ckpt::resume_step(c, run));
-    head[2] = static_cast<double>(c.optimizer_steps);
+    head.found = 1;
+    head.step = ckpt::resume_step(c, run);
+    head.optimizer_steps = c.optimizer_steps;
     if (c.loss_scaling) {
-      head[3] = 1;
-      const std::array<double, 4> row = ckpt::loss_scaling_row(*c.loss_scaling);
-      std::copy(row.begin(), row.end(), head + 4);
+      head.has_loss_scaling = 1;
+      head.loss_scale = c.loss_scaling->scale;
+      head.good_steps = c.loss_scaling->good_steps;
+      head.skipped_steps = c.loss_scaling->skipped_steps;
+      head.consecutive_skips = c.loss_scaling->consecutive_skips;
     }
     if (sharding_->active())
       ckpt::restore_buffers(c, *model_);  // the sharded state goes to each rank by its shard, below
@@ -121,8 +114,8 @@ void Trainer::apply_resume_checkpoint() {
       ckpt::restore(c, precision_->optimizer_params(), *model_, *optimizer_);
   }
   dist::Communicator& host = ctx_.host_comm();
-  host.broadcast(Tensor::borrow(head, Shape{8}, DType::F64), 0);
-  if (head[0] == 0) return;
+  broadcast(host, head, 0);
+  if (!head.found) return;
   // The full-precision parameters (a 16-bit model's master weights), then the
   // model's own copy of them from those on every rank.
   if (sharding_->active()) {
@@ -138,35 +131,34 @@ void Trainer::apply_resume_checkpoint() {
   }
   for (auto& [name, t] : model_->buffers()) comm_for(t).broadcast(t, 0);
   precision_->publish();
-  if (sharding_->active()) reducer_->allgather_params(model_->params());
+  // ZeRO 1/2: the shards to every rank, as after every step (stage 3 gathers its units as forward runs).
+  start_param_allgather();
+  settle_params();
   // fp16's loss scale and its counters continue where they stopped (exact resume); a checkpoint
   // without them (another precision, or written before they were saved) starts the scale afresh.
-  if (precision_->dynamic_scaling() && head[3] > 0)
-    precision_->scaler().restore({head[4], static_cast<int64_t>(head[5]), static_cast<int64_t>(head[6]),
-                                  static_cast<int64_t>(head[7])});
+  if (precision_->dynamic_scaling() && head.has_loss_scaling)
+    precision_->scaler().restore(
+        {head.loss_scale, head.good_steps, head.skipped_steps, head.consecutive_skips});
 
   // The open logging window, one per data-parallel replica (its tp group's ranks hold the same sums):
   // each replica its own when their number is unchanged (bit-exact step table), else all of them on
   // the first replica.
   const int replicas = grid_.dp();
-  Tensor window(Shape{4 * static_cast<int64_t>(replicas)}, DType::F64);
+  std::vector<LogWindowSums> rows(static_cast<size_t>(replicas));
   if (resume_) {
     const auto& saved = resume_->checkpoint.log_window;
-    double* w = window.data<double>();
     for (size_t r = 0; r < saved.size(); ++r) {
-      const size_t row = saved.size() == static_cast<size_t>(replicas) ? r : 0;
-      w[4 * row] += saved[r].loss_sum, w[4 * row + 1] += saved[r].count, w[4 * row + 2] += saved[r].correct;
-      w[4 * row + 3] = std::max(w[4 * row + 3], saved[r].steps);
+      LogWindowSums& row = rows[saved.size() == static_cast<size_t>(replicas) ? r : 0];
+      row.loss_sum += saved[r].loss_sum, row.count += saved[r].count, row.correct += saved[r].correct;
+      row.steps = std::max(row.steps, static_cast<int64_t>(saved[r].steps));
     }
   }
-  host.broadcast(window, 0);
-  const double* mine = window.data<double>() + 4 * grid_.dp_rank();
-  win_loss_ = mine[0], win_count_ = mine[1], win_correct_ = mine[2];
-  win_steps_ = static_cast<int64_t>(mine[3]);
+  broadcast_rows(host, rows, 0);
+  window_ = rows[static_cast<size_t>(grid_.dp_rank())];
 
-  step_ = static_cast<int64_t>(head[1]);
-  optimizer_->set_steps_taken(static_cast<int64_t>(head[2]));
-  last_ckpt_step_ = step_;
+  step_ = head.step;
+  optimizer_->set_steps_taken(head.optimizer_steps);
+  policy_.resumed_at(step_);
   progress_ =
       std::make_unique<Progress>(cfg_.log.progress, total_steps_, step_, ctx_.is_root(), ctx_.world());
   if (resume_) {
@@ -182,166 +174,172 @@ void Trainer::apply_resume_checkpoint() {
 
 bool Trainer::checkpoint_or_stop() {
   const Clock::time_point now = Clock::now();
-  const bool ended_epoch = step_ % steps_per_epoch_ == 0 || step_ == total_steps_;
-  deadline_.add_interval(seconds_between(last_boundary_, now), ended_epoch && data_.val);
+  policy_.step_ended(step_, now);
   fault_at(FaultPoint::StepEnd);  // test-only: a signal after this step, a slow step
-
-  // The vote, one allreduce(sum) for all (small integers: exact in double):
-  // per stop signal how many ranks got it and the sum of their ranks (which
-  // names the rank when only one did), the deadline, a ckpt.every_minutes
-  // checkpoint (> 0: some rank says so).
-  const int64_t next = step_ + 1;
-  const bool next_has_eval = data_.val && (next % steps_per_epoch_ == 0 || next == total_steps_);
-  const int signo = signals_.received();
-  const double minutes = cfg_.ckpt.every_minutes;
-  const double rank = ctx_.rank();
-  // Rank 0's background write, if it finished since the last boundary: its failure joins the vote.
-  const int write_failed =
-      std::max(std::exchange(pending_write_failure_, 0), writer_ ? collect_write(false) : 0);
-  double vote[8] = {signo == SIGUSR1 ? 1.0 : 0.0,
-                    signo == SIGUSR1 ? rank : 0.0,
-                    signo == SIGTERM ? 1.0 : 0.0,
-                    signo == SIGTERM ? rank : 0.0,
-                    deadline_.next_would_pass(next_has_eval, now) ? 1.0 : 0.0,
-                    minutes > 0 && seconds_between(last_ckpt_time_, now) >= 60 * minutes ? 1.0 : 0.0,
-                    static_cast<double>(write_failed),
-                    ctx_.is_root() && writer_ ? last_write_seconds_ : 0.0};
-  ctx_.host_comm().allreduce(Tensor::borrow(vote, Shape{8}, DType::F64), dist::ReduceOp::Sum);
-  if (vote[7] > 0) deadline_.set_save_seconds(vote[7]);
-  if (vote[6] > 0) {  // a background write found the disk full: rank 0 said so; stop with the last one intact
-    exit_code_ = EXIT_IO;
-    return true;
+  StopVote mine = policy_.vote(step_, signals_.received(), ctx_.rank(), now);
+  if (ctx_.is_root() && writer_) {
+    // Rank 0's background write, if it finished since the last boundary: its failure joins the vote.
+    mine.write_failure = std::max(std::exchange(pending_write_failure_, 0), collect_write(false));
+    mine.save_seconds = last_write_seconds_;
   }
-
-  // A stop at the last step is just the end of training (exit 0, final checkpoint).
-  if ((vote[0] > 0 || vote[2] > 0 || vote[4] > 0) && step_ < total_steps_) {
-    std::string why;
-    for (int i : {0, 2}) {
-      const int count = static_cast<int>(vote[i]), world = ctx_.world();
-      if (count == 0) continue;
-      why += (why.empty() ? "" : ", ") + StopSignals::name(i == 0 ? SIGUSR1 : SIGTERM) + " on " +
-             (count == 1       ? "rank " + std::to_string(static_cast<int>(vote[i + 1]))
-              : count == world ? "all " + std::to_string(world) + " ranks"
-                               : std::to_string(count) + " of " + std::to_string(world) + " ranks");
-    }
-    if (why.empty()) {
-      char left[48];
-      std::snprintf(left, sizeof left, ", %.1f s left", deadline_.seconds_left(now));
-      why = "deadline: " + deadline_.source() + left;
-    }
-    if (ctx_.is_root()) progress_->line("stop requested (" + why + ") after step " + std::to_string(step_));
-    settle_writes();  // the write in flight completes first; then this step's own, if it has none
-    const bool saved =
-        exit_code_ != EXIT_IO && (step_ == last_ckpt_step_ || save_checkpoint(why, /*wait=*/true));
-    if (ctx_.is_root())
-      progress_->line(
-          saved ? "stopped after step " + std::to_string(step_) + " on all " + std::to_string(ctx_.world()) +
-                      " rank(s), checkpoint written: exit 75 (requeue)"
-                : "stopped after step " + std::to_string(step_) + " but the checkpoint could not be written");
-    exit_code_ = saved ? EXIT_REQUEUE : exit_code_ == EXIT_IO ? EXIT_IO : EXIT_BAD_INPUT;
-    return true;
+  const StopDecision d = policy_.decide(sum_over_ranks(ctx_.host_comm(), mine), step_, ctx_.world(), now);
+  switch (d.action) {
+    case StopDecision::Action::StopDiskFull:  // rank 0 said so; the last checkpoint is intact
+      exit_code_ = EXIT_IO;
+      return true;
+    case StopDecision::Action::Stop:
+      stop(d.why);
+      return true;
+    case StopDecision::Action::Checkpoint:
+      save_checkpoint(d.why);
+      break;
+    case StopDecision::Action::Continue:
+      break;
   }
-  const bool every_steps = cfg_.ckpt.every_steps > 0 && step_ % cfg_.ckpt.every_steps == 0;
-  if ((every_steps || vote[5] > 0) && step_ < total_steps_ && step_ != last_ckpt_step_)
-    save_checkpoint(every_steps ? "every " + std::to_string(cfg_.ckpt.every_steps) + " steps"
-                                : "every " + format_duration(60 * minutes));
-  last_boundary_ = Clock::now();  // a save is not part of the next step's time
-  return exit_code_ != EXIT_OK;   // a periodic save that hit a full disk stops the run (EXIT_IO)
+  policy_.resume_stepping(Clock::now());  // a save is not part of the next step's time
+  return exit_code_ != EXIT_OK;           // a periodic save that hit a full disk stops the run (EXIT_IO)
+}
+
+void Trainer::stop(const std::string& why) {
+  if (ctx_.is_root()) progress_->line("stop requested (" + why + ") after step " + std::to_string(step_));
+  settle_writes();  // the write in flight completes first; then this step's own, if it has none
+  const bool saved =
+      exit_code_ != EXIT_IO && (step_ == policy_.last_saved_step() || save_checkpoint(why, /*wait=*/true));
+  if (ctx_.is_root())
+    progress_->line(
+        saved ? "stopped after step " + std::to_string(step_) + " on all " + std::to_string(ctx_.world()) +
+                    " rank(s), checkpoint written: exit 75 (requeue)"
+              : "stopped after step " + std::to_string(step_) + " but the checkpoint could not be written");
+  exit_code_ = saved ? EXIT_REQUEUE : exit_code_ == EXIT_IO ? EXIT_IO : EXIT_BAD_INPUT;
+}
+
+void Trainer::gather_checkpoint(ckpt::Checkpoint& c) {
+  // Every rank's open logging window, and its step: they must all be equal here. The file keeps one
+  // window per data-parallel replica (the ranks of a tp group hold the same sums).
+  LogWindowSums mine = window_;
+  mine.step = step_;
+  const std::vector<LogWindowSums> windows = gather_from_ranks(ctx_.host_comm(), mine);
+
+  if (!ctx_.is_root()) return;
+
+  c.log_window.clear();
+  for (size_t r = 0; r < windows.size(); ++r) {
+    const LogWindowSums& w = windows[r];
+    HPC_ASSERT(w.step == step_, "ranks are at different steps at a checkpoint");
+    const dist::GridCoord at = grid_.shape().coord(static_cast<int>(r));
+    if (at.tp == 0 && at.pp == grid_.pp() - 1)
+      c.log_window.push_back({w.loss_sum, w.count, w.correct, static_cast<double>(w.steps)});
+  }
+  c.step = step_;
+  c.epoch = step_ / steps_per_epoch_;
+  c.step_in_epoch = step_ % steps_per_epoch_;
+  c.consumed_samples = step_ * global_batch_;
+  c.total_steps = total_steps_;
+  c.world_size = grid_.dp();  // the replicas, whose batches make the global one
+  c.batch_size = micro_batch_;
+  c.accum_steps = cfg_.train.accum_steps;
+  c.global_batch = global_batch_;
+  c.train_samples = data_.train->info().size;
+  c.seed = cfg_.train.seed;
+  c.sampler_epoch = c.epoch;
+  c.sampler_batch = c.step_in_epoch;
+  c.dropout_step = step_ * cfg_.train.accum_steps;
+  c.config_ini = to_ini(cfg_);
+  c.hpctrain_version = std::string(hpctrain_version()) + " (" + hpctrain_commit() + ")";
+  c.created_unix = static_cast<int64_t>(std::time(nullptr));
+  // The host snapshot: deep copies of parameters, buffers and optimizer state (model_state.h), or
+  // with several ranks everything but the flat state, which comes from the shards (save_checkpoint).
+  if (channel_)
+    ckpt::capture_layout(*model_, *optimizer_, c);
+  else
+    ckpt::capture(precision_->optimizer_params(), *model_, *optimizer_, c);
+  if (precision_->dynamic_scaling()) {
+    const DynamicLossScale::State l = precision_->scaler().state();
+    c.loss_scaling = ckpt::LossScaling{l.scale, l.good_steps, l.skipped_steps, l.consecutive_skips};
+  }
+  c.optimizer = name_of(cfg_.optim.name);
 }
 
 bool Trainer::save_checkpoint(const std::string& why, bool wait) {
   settle_params();  // ZeRO: the parameters are whole before they are saved
   const Clock::time_point t0 = Clock::now();
-  const Tracer::Range range(*tracer_, "checkpoint");  // NVTX: the gather, snapshot (and a synchronous write)
-  const int world = ctx_.world();
-  // Every rank's open logging window, and its step: the steps must all be equal here. The file keeps
-  // one window per data-parallel replica (the ranks of a tp group hold the same sums).
-  double mine[5] = {win_loss_, win_count_, win_correct_, static_cast<double>(win_steps_),
-                    static_cast<double>(step_)};
-  Tensor all(Shape{5 * static_cast<int64_t>(world)}, DType::F64);
-  ctx_.host_comm().allgather(Tensor::borrow(mine, Shape{5}, DType::F64), all);
-
-  // ZeRO: the sharded state, gathered shard by shard into rank 0's host copies (the checkpoint's own).
-  Tensor full_params;
-  std::vector<std::pair<std::string, Tensor>> full_state;
-  if (sharding_->active()) {
-    full_params = sharding_->gather_to_root(precision_->optimizer_params(), ctx_.host_comm());
-    for (auto& [name, t] : optimizer_->state())
-      full_state.emplace_back(name, sharding_->gather_to_root(t, ctx_.host_comm()));
-  }
-
+  const size_t rss0 = rss_bytes();  // what a synchronous save costs each rank in host memory, measured
+  reset_peak_rss();
+  const Tracer::Range range(*tracer_, "checkpoint");  // NVTX: the snapshot (and a synchronous write)
   const bool background = writer_ && !wait;
-  double status[3] = {1, 0, 0};  // taken/written, seconds, the exit code of a failure that must stop the run
+  SaveOutcome out;
+  // At most one write in flight on every rank (rank 0 writes, the others send their shards): the
+  // previous one finishes (and rank 0 reports it) before this snapshot. Rank 0 says whether this
+  // write starts at all (not after the disk was found full), so that no rank sends to nobody.
   if (ctx_.is_root()) {
-    // At most one write in flight: the previous one finishes (and is reported) before this snapshot.
-    if (const int failed = collect_write(true)) status[0] = 0, status[2] = failed;
-    const double* g = all.data<double>();
-    ckpt::WriteJob job;
-    if (background) job.checkpoint = writer_->take_spare();  // the last snapshot's memory, reused
-    ckpt::Checkpoint& c = job.checkpoint;
-    c.log_window.clear();
-    for (int r = 0; r < world; ++r) {
-      HPC_ASSERT(g[5 * r + 4] == static_cast<double>(step_), "ranks are at different steps at a checkpoint");
-      const dist::GridCoord at = grid_.shape().coord(r);
-      if (at.tp == 0 && at.pp == grid_.pp() - 1)
-        c.log_window.push_back({g[5 * r], g[5 * r + 1], g[5 * r + 2], g[5 * r + 3]});
-    }
-    c.step = step_;
-    c.epoch = step_ / steps_per_epoch_;
-    c.step_in_epoch = step_ % steps_per_epoch_;
-    c.consumed_samples = step_ * global_batch_;
-    c.total_steps = total_steps_;
-    c.world_size = grid_.dp();  // the replicas, whose batches make the global one
-    c.batch_size = micro_batch_;
-    c.accum_steps = cfg_.train.accum_steps;
-    c.global_batch = global_batch_;
-    c.train_samples = data_.train->info().size;
-    c.seed = cfg_.train.seed;
-    c.sampler_epoch = c.epoch;
-    c.sampler_batch = c.step_in_epoch;
-    c.dropout_step = step_ * cfg_.train.accum_steps;
-    c.config_ini = to_ini(cfg_);
-    c.hpctrain_version = std::string(HPCTRAIN_VERSION) + " (" + HPCTRAIN_COMMIT + ")";
-    c.created_unix = static_cast<int64_t>(std::time(nullptr));
-    // The host snapshot: deep copies of parameters, buffers and optimizer state (model_state.h).
-    if (sharding_->active())
-      ckpt::capture(full_params, *model_, full_state, optimizer_->steps_taken(), c);
-    else
-      ckpt::capture(precision_->optimizer_params(), *model_, *optimizer_, c);
-    if (precision_->dynamic_scaling()) {
-      const DynamicLossScale::State l = precision_->scaler().state();
-      c.loss_scaling = ckpt::LossScaling{l.scale, l.good_steps, l.skipped_steps, l.consecutive_skips};
-    }
-    c.optimizer = name_of(cfg_.optim.name);
+    if (const int failed = collect_write(true)) out.saved = 0, out.exit_code = failed;
+  } else if (writer_) {
+    writer_->wait();
+  }
+  broadcast(ctx_.host_comm(), out, 0);
+  ckpt::WriteJob job;
+  if (background) job = writer_->take_spare();  // the last snapshot's memory, reused
+  // Several ranks: each snapshots its own range of the flat state, and rank 0 writes the file from
+  // every rank's pieces, a chunk at a time (ckpt/shard_stream.h): no rank holds more than its shard.
+  if (channel_) {
+    ckpt::capture_shard(precision_->optimizer_params(), *optimizer_, sharding_->bounds(), ctx_.rank(),
+                        job.shard);
+    job.channel = channel_;
+    job.serve = !ctx_.is_root();
+  }
+  gather_checkpoint(job.checkpoint);
+  job.step = step_;
+  if (ctx_.is_root()) {
     job.path = ckpt::checkpoint_path(cfg_.run_dir, step_);
     job.dir = cfg_.run_dir;
     job.why = why;
-    job.step = step_;
     job.keep = cfg_.ckpt.keep;
-    if (status[0] == 0) {
-      // The previous write found the disk full: this one is not started.
-    } else if (background) {
-      const double s0 = std::chrono::duration<double>(t0.time_since_epoch()).count();
-      tracer_->span("checkpoint", "checkpoint snapshot, step " + std::to_string(step_), s0,
-                    std::chrono::duration<double>(Clock::now().time_since_epoch()).count());
-      job.stall_s = seconds_between(t0, Clock::now());
-      status[1] = job.stall_s;
-      writer_->start(std::move(job));
-    } else {
-      const ckpt::WriteResult r = ckpt::run_write_job(job);
-      const int failed = report_write(r, false);
-      status[0] = r.ok ? 1 : 0;
-      status[1] = seconds_between(t0, Clock::now());
-      status[2] = failed;
+  }
+  if (!out.saved) {
+    // The previous write found the disk full: this one is not started.
+  } else if (background) {
+    const double s0 = std::chrono::duration<double>(t0.time_since_epoch()).count();
+    tracer_->span("checkpoint", "checkpoint snapshot, step " + std::to_string(step_), s0,
+                  std::chrono::duration<double>(Clock::now().time_since_epoch()).count());
+    job.stall_s = seconds_between(t0, Clock::now());
+    out.seconds = job.stall_s;
+    writer_->start(std::move(job));
+  } else {
+    const ckpt::WriteResult r = ckpt::run_write_job(job);  // the other ranks send their shards meanwhile
+    if (ctx_.is_root()) {
+      out.exit_code = report_write(r, false);
+      out.saved = r.ok ? 1 : 0;
+      out.seconds = seconds_between(t0, Clock::now());
     }
   }
-  ctx_.host_comm().broadcast(Tensor::borrow(status, Shape{3}, DType::F64), 0);
-  if (status[2] != 0) exit_code_ = static_cast<int>(status[2]);
-  if (status[0] == 0) return false;
-  last_ckpt_step_ = step_;
-  last_ckpt_time_ = Clock::now();
-  if (!background) deadline_.set_save_seconds(status[1]);
+  broadcast(ctx_.host_comm(), out, 0);
+  if (!background && out.saved) report_save_memory(rss0, out.seconds);
+  if (out.exit_code != 0) exit_code_ = static_cast<int>(out.exit_code);
+  if (!out.saved) return false;
+  policy_.saved(step_, Clock::now(), background ? 0.0 : out.seconds);
   return true;
+}
+
+void Trainer::report_save_memory(size_t rss_before, double seconds) {
+  const SaveMemory mine{static_cast<double>(std::max(peak_rss_bytes(), rss_before) - rss_before) / 1048576.0};
+  const std::vector<SaveMemory> all = gather_from_ranks(ctx_.host_comm(), mine);
+  if (!ctx_.is_root()) return;
+  std::vector<double> extra(all.size());
+  for (size_t r = 0; r < all.size(); ++r) extra[r] = all[r].peak_mb;
+  double others = 0;
+  for (size_t r = 1; r < extra.size(); ++r) others = std::max(others, extra[r]);
+  char line[160];
+  std::snprintf(line, sizeof line, "checkpoint memory: peak +%.1f MiB on rank 0 (the writer)", extra[0]);
+  std::string out = line;
+  if (extra.size() > 1) {
+    std::snprintf(line, sizeof line, ", at most +%.1f MiB on another rank", others);
+    out += line;
+  }
+  progress_->line(out);
+  Record rec;
+  rec.add_int("checkpoint_step", step_).add("save_s", seconds).add("save_peak_mb_rank0", extra[0]);
+  if (extra.size() > 1) rec.add("save_peak_mb_others", others);
+  metrics_.write(rec);
 }
 
 int Trainer::report_write(const ckpt::WriteResult& r, bool background) {
@@ -381,6 +379,13 @@ int Trainer::report_write(const ckpt::WriteResult& r, bool background) {
 
 int Trainer::collect_write(bool block) {
   if (!writer_) return 0;
+  if (!ctx_.is_root()) {  // another rank's write only sends its shard: rank 0 reports the outcome
+    if (block)
+      writer_->wait();
+    else
+      writer_->poll();
+    return 0;
+  }
   std::optional<ckpt::WriteResult> r = writer_->poll();
   if (!r && block && writer_->in_flight()) {
     const int64_t pending = writer_->in_flight_step();
@@ -395,16 +400,17 @@ int Trainer::collect_write(bool block) {
 }
 
 void Trainer::settle_writes() {
-  double info[2] = {0, -1};  // EXIT_IO when the disk was full, the latest failed write's step
+  WriteSettlement w;
   if (ctx_.is_root() && writer_) {
-    info[0] = std::max(std::exchange(pending_write_failure_, 0), collect_write(true));
-    info[1] = static_cast<double>(last_failed_write_);
+    w.exit_code = std::max(std::exchange(pending_write_failure_, 0), collect_write(true));
+    w.failed_step = last_failed_write_;
+  } else if (writer_) {
+    writer_->wait();  // its shard sent
   }
   if (!cfg_.ckpt.async) return;  // no writer anywhere: nothing to agree on (the same on every rank)
-  ctx_.host_comm().broadcast(Tensor::borrow(info, Shape{2}, DType::F64), 0);
-  if (info[0] != 0) exit_code_ = static_cast<int>(info[0]);
-  if (static_cast<int64_t>(info[1]) == last_ckpt_step_)
-    last_ckpt_step_ = -1;  // that snapshot never reached disk
+  broadcast(ctx_.host_comm(), w, 0);
+  if (w.exit_code != 0) exit_code_ = static_cast<int>(w.exit_code);
+  policy_.unsaved(w.failed_step);  // that snapshot never reached disk
 }
 
 }  // namespace hpc::train

@@ -33,9 +33,12 @@
 #   /etc/hosts, so both nodes resolve node-a and node-b.
 # - The file system and the PID space are shared, so run directories and the
 #   MNIST sample need no copying, and the test can find and stop every process.
-#   Except /tmp: each node has its own (DIR/tmp-node-X), as real nodes do;
-#   Slurm's PMIx plugin makes /tmp/spmix_appdir_<uid>_<job>.<step> on every
-#   node, which would collide on a shared /tmp. What the cluster shares must
+#   Except /tmp and /dev/shm: each node has its own, as real nodes do (a
+#   fresh tmpfs on /dev/shm, so Open MPI's shared-memory files of two test
+#   clusters on one host, whose nodes and job ids have the same names, never
+#   meet), and /tmp is DIR/tmp-node-X: Slurm's PMIx plugin makes
+#   /tmp/spmix_appdir_<uid>_<job>.<step> on every node, which would collide
+#   on a shared /tmp. What the cluster shares must
 #   still be seen by every node wherever it lies, since users clone under
 #   /tmp: the top-level /tmp entries that hold the checkout, DIR and the
 #   paths in CLUSTER_SHARED (space-separated) are bind-mounted from the
@@ -85,8 +88,8 @@ on_node() {  # on_node a|b CMD…
   [ "$1" = b ] && ns=$CLUSTER_NS_B node=node-b
   shift
   # nsenter, not `ip netns exec`: that remounts /sys, hiding the cgroup file
-  # system slurmd looks for. A private mount namespace carries the hosts file
-  # and the node's own /tmp.
+  # system slurmd looks for. A private mount namespace carries the hosts file,
+  # the node's own /tmp and its own /dev/shm.
   # The host's /tmp is bound into the node's /tmp first (.host-tmp), so that
   # the shared entries can be bound back to their own paths once the node's
   # /tmp covers the host's; then .host-tmp is detached again.
@@ -96,6 +99,7 @@ on_node() {  # on_node a|b CMD…
     node=$1 hosts=$2 tmp=$3 shared=$4
     shift 4
     mount --bind "$hosts" /etc/hosts && mount --bind /tmp "$tmp/.host-tmp" && mount --rbind "$tmp" /tmp || exit 1
+    mount -t tmpfs -o mode=1777 "shm-$node" /dev/shm || exit 1
     for name in $shared; do
       mkdir -p "/tmp/$name" && mount --bind "/tmp/.host-tmp/$name" "/tmp/$name" || exit 1
     done

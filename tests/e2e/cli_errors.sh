@@ -28,6 +28,16 @@ printf '[optim]\nlr = 0.1\nbogus = 1\n' > "$TMP/bad.ini"
 expect_exit 2 "bogus" "$hp" "${common[@]}" --config "$TMP/bad.ini"
 expect_exit 2 "config" "$hp" "${common[@]}" --config "$TMP/missing.ini"
 
+# An option the command does not use; export into a directory that holds files (unless --force).
+"$hp" "${common[@]}" --model.preset mlp --log.progress none > "$TMP/run.log" 2>&1 || { cat "$TMP/run.log"; fail "1-step run"; }
+ckpt=$TMP/run/ckpt-00000001.h5
+expect_exit 2 "option --run.dir: not used by 'hpctrain eval'" "$hp" eval --checkpoint "$ckpt" --data.path "$data" --run.dir "$TMP/x"
+"$hp" export --checkpoint "$ckpt" --format torch -o "$TMP/exported" > /dev/null || fail "export into a new directory"
+expect_exit 2 "directory '$TMP/exported' already holds files: .*--force" "$hp" export --checkpoint "$ckpt" --format torch -o "$TMP/exported"
+"$hp" export --checkpoint "$ckpt" --format torch -o "$TMP/exported" --force > /dev/null || fail "export --force into it"
+expect_exit 2 "option --force: only for 'hpctrain export'" "$hp" eval --checkpoint "$ckpt" --data.path "$data" --force
+pass "an unused --run.dir and an export into a non-empty directory are one line and exit 2"
+
 # Data and model problems are found at set-up, before any training.
 echo "not hdf5" > "$TMP/text.h5"
 expect_exit 2 "text.h5" "$hp" --data.path "$TMP/text.h5" --run.dir "$TMP/run"

@@ -39,7 +39,9 @@ agreed_stop term_allreduce "sigterm@allreduce:0:12" SIGTERM 0 12
 agreed_stop usr1_allreduce_ckpt "sigusr1@allreduce:1:20" SIGUSR1 1 20
 
 # ---- 4. SIGINT during backward ----------------------------------------------------
-fault_run sigint "sigint@backward:1:15"
+# Steps 11.. take 20 ms (sleep=20@step_end): the step-10 write in the background (rank 0 assembles it from
+# both ranks' pieces) is done before step 15 however loaded the machine; SIGINT ends every rank at once.
+fault_run sigint "sigint@backward:1:15,sleep=20@step_end:*:11"
 [ "$rc" -ne 0 ] && [ "$rc" -ne 75 ] || fail "sigint: exit $rc"
 grep -q "^rank 1 exit 130$" "$TMP/sigint.exits" || { cat "$TMP/sigint.exits"; fail "sigint: rank 1 did not end by SIGINT (128 + 2)"; }
 [ "$(ls "$TMP/sigint" | grep -c '^ckpt-')" -eq 1 ] && [ -f "$TMP/sigint/ckpt-00000010.h5" ] ||

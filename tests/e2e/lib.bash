@@ -1,5 +1,5 @@
 # Shared helpers for the end-to-end tests (sourced, not run).
-#   ROOT, BUILD, TMP (removed at exit), skip, fail, expect_exit, mnist_h5, run_mpi
+#   ROOT, BUILD, TMP (removed at exit), skip, fail, expect_exit, mnist_h5, run_mpi, keep_cores
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$(cd "${1:-$ROOT/build}" && pwd)
@@ -41,6 +41,22 @@ mnist_h5() {
 run_mpi() {
   local n=$1; shift
   timeout -k 10 "${HPC_TEST_TIMEOUT:-600}" mpirun -np "$n" --oversubscribe --bind-to none "$@"
+}
+
+# keep_cores DIR…: the core files that crashed processes left in DIR (a job's working
+# directory, removed at exit) move to BUILD/cores/, named after the test; says where.
+# (With `ulimit -c unlimited` and the kernel's core_pattern a plain name, a process dumps
+# core in its working directory; tests/loop_e2e.sh collects them from BUILD/cores.)
+keep_cores() {
+  local d c to
+  for d in "$@"; do
+    for c in "$d"/core "$d"/core.[0-9]*; do
+      [ -f "$c" ] || continue
+      mkdir -p "$BUILD/cores"
+      to=$BUILD/cores/$(basename "$0" .sh)-$(date +%Y%m%d-%H%M%S)-$(basename "$c")
+      mv "$c" "$to" && echo "core file kept: $to" >&2
+    done
+  done
 }
 
 # final_acc LOG: the validation accuracy (percent) of the last 'final:' line.

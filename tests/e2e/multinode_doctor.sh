@@ -14,12 +14,15 @@ source "$(dirname "$0")/lib.bash"
 source "$ROOT/tests/cluster/netns-cluster.bash"
 why=$(cluster_check_available) || skip "$why"
 WORK=$(mktemp -d "$BUILD/multinode-doctor.XXXXXX")  # seen by both nodes, under /tmp too (netns-cluster.bash)
-trap 'cluster_stop; rm -rf "$WORK" "$TMP"' EXIT
+trap 'cluster_stop; keep_cores "$WORK"; rm -rf "$WORK" "$TMP"' EXIT
 trap 'exit 1' INT TERM
 cluster_start "$WORK/cluster" || fail "the test cluster did not start"
 slurm_has_pmix || skip "srun offers no --mpi=pmix here (srun --mpi=list)"
 pass "test cluster up: $(sinfo -h -o '%D nodes %t: %N'), link $CLUSTER_IF $CLUSTER_SUBNET"
 
+# Fences that wait for every node, as slurm/common.sh sets for its jobs (hpctrain_pmix_fence:
+# without, a rank can leave MPI_Init early and crash one on the other node).
+export SLURM_PMIX_FENCE=ring
 export OMPI_MCA_pml=ob1 OMPI_MCA_btl=self,vader,tcp
 export OMPI_MCA_btl_tcp_if_include=$CLUSTER_IF OMPI_MCA_oob_tcp_if_include=$CLUSTER_IF
 cd "$WORK"
@@ -31,7 +34,15 @@ doctor() {  # doctor OUT [args…]: the exit code
   echo "$rc"
 }
 
-rc=$(doctor "$WORK/healthy.txt")
+# The doctor measures time: on a loaded machine (4 ranks on 2 cores, other jobs beside them) a
+# rank that waits for a core can make a healthy node look slow. Up to 3 tries, the first healthy
+# reading counts; the delayed link below is named on its one try, so this hides no slow link.
+for try in 1 2 3; do
+  rc=$(doctor "$WORK/healthy.txt")
+  slow=$(grep -E "^problem: (slow node|slow link)" "$WORK/healthy.txt" || true)
+  [ -z "$slow" ] && break
+  echo "try $try of the healthy link read slow (a loaded machine?): $slow"
+done
 cat "$WORK/healthy.txt"
 [ "$rc" -le 1 ] || { cat "$WORK/healthy.txt.err"; fail "doctor exited $rc on a healthy cluster"; }
 grep -q "^hpctrain doctor: 4 ranks on 2 nodes, launched by srun" "$WORK/healthy.txt" || fail "no '4 ranks on 2 nodes'"

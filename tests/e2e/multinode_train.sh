@@ -6,6 +6,8 @@
 # slurm/train-multinode.sbatch runs 4 ranks (2 per node, srun --mpi=pmix) on
 # the MNIST sample, Open MPI over TCP on the link between the nodes and
 # shared memory within one (HPCTRAIN_NET_IF, HPCTRAIN_MPI_TCP).
+#   0. The script's PMIx fences are barriers across the nodes (a tiny MPI
+#      program, tests/cluster/fence_barrier.cpp, through the same script).
 #   1. A clean job: the start-up lines show 2 nodes with local ranks 0,1 on
 #      each; the link carried the gradients; the final evaluation and
 #      validation loss are bitwise those of 4 ranks on one host (mpirun -np 4):
@@ -22,13 +24,13 @@
 #   parameters (bitwise) as the uninterrupted reference.
 # A requeued job waits ~2 minutes (BeginTime) before Slurm restarts it; the
 # test moves its start time to now (scontrol update StartTime=now) once the
-# nodes have finished the old instance (see start_now).
+# nodes have finished the old instance (slurm_start_now, tests/slurm/local-slurm.bash).
 source "$(dirname "$0")/lib.bash"
 source "$ROOT/tests/cluster/netns-cluster.bash"
 why=$(cluster_check_available) || skip "$why"
 data=$(mnist_h5)
 WORK=$(mktemp -d "$BUILD/multinode-train.XXXXXX")  # seen by both nodes, under /tmp too (netns-cluster.bash)
-trap 'cluster_stop; rm -rf "$WORK" "$TMP"' EXIT
+trap 'cluster_stop; keep_cores "$WORK"; rm -rf "$WORK" "$TMP"' EXIT
 trap 'exit 1' INT TERM
 cluster_start "$WORK/cluster" || fail "the test cluster did not start"
 slurm_has_pmix || skip "srun offers no --mpi=pmix here (srun --mpi=list)"
@@ -45,7 +47,7 @@ submit() {  # submit LOG [VAR=VALUE…] -- hpctrain args…: the job id
   (
     # The sbatch script's knobs: MPI over TCP on the link (hpctrain itself refuses unknown HPCTRAIN_*).
     export HPCTRAIN_BIN="$BUILD/hpctrain" HPCTRAIN_NET_IF=$CLUSTER_IF HPCTRAIN_MPI_TCP=1 "${envs[@]}"
-    sbatch --parsable --nodes=2 --ntasks-per-node=2 -c 1 --gpus-per-node=0 --time=15 -o "$log" \
+    sbatch --parsable --nodes=2 --ntasks-per-node=2 -c 1 --gpus-per-node=0 --time=15 -D "$WORK" -o "$log" \
       slurm/train-multinode.sbatch "$@"
   )
 }
@@ -59,23 +61,6 @@ wait_line() {  # wait_line FILE REGEX SECONDS
 link_bytes() { nsenter --net="/run/netns/$CLUSTER_NS_B" awk -v i="$CLUSTER_IF:" '$1 == i {print $2 + $10}' /proc/net/dev; }
 val_loss() { grep -oP '"val_loss": \K[^,]+' "$1/metrics.jsonl" | tail -1; }
 last_loss() { grep -oP '"step": 150, .*"loss": \K[^,]+' "$1/metrics.jsonl" | tail -1; }
-start_now() {  # a requeued job: skip Slurm's BeginTime wait, until it runs
-  slurm_wait_state "$1" 60 PENDING || return 1
-  # Not at once: a job allocated again while its old instance's credential is still revoked
-  # (the nodes finishing it, or within the same second) is killed at launch, exit 1 ("Killing
-  # non-startable batch JobId=N: Job credential revoked" in slurmctld's log). The BeginTime
-  # delay this skips is what avoids that: let the nodes go idle and the second pass first.
-  for _ in $(seq 1 60); do
-    [ "$(sinfo -h -o %t 2>/dev/null | sort -u)" = idle ] && break
-    sleep 0.5
-  done
-  sleep 2
-  for _ in $(seq 1 30); do
-    scontrol update JobId="$1" StartTime=now 2>/dev/null || true
-    slurm_wait_state "$1" 2 RUNNING COMPLETED 2>/dev/null && return 0
-  done
-  return 1
-}
 job_fail() {  # job_fail JOB LOG MESSAGE: the reason first (a CI report shows the start), then the evidence
   echo "FAIL: $3" >&2
   echo "job $1: $(scontrol show job "$1" 2>&1 | grep -oE '(JobState|Reason|Restarts|ExitCode)=\S+' | tr '\n' ' ')" >&2
@@ -87,6 +72,19 @@ job_fail() {  # job_fail JOB LOG MESSAGE: the reason first (a CI report shows th
   exit 1
 }
 cd "$ROOT"
+
+# ---- 0. the script's PMIx fences wait for every node ----------------------------------
+# MPI_Finalize ends with the same kind of fence as MPI_Init's last barrier; through the sbatch
+# script (SLURM_PMIX_FENCE=ring) rank 0 must leave it after the last rank, on node-b, entered
+# it (tests/cluster/fence_barrier.cpp; without, Slurm completes it on each node alone, and a
+# rank that left MPI_Init early crashed one that had not: SIGSEGV at address 0).
+mpicxx -O1 -o "$WORK/fence_barrier" "$ROOT/tests/cluster/fence_barrier.cpp" || fail "cannot build fence_barrier"
+job=$(submit "$WORK/fence.log" HPCTRAIN_BIN="$WORK/fence_barrier" -- "$WORK") || fail "sbatch refused the job"
+CLUSTER_JOBS+=("$job")
+slurm_wait_state "$job" 60 COMPLETED FAILED CANCELLED || job_fail "$job" "$WORK/fence.log" "job $job did not finish"
+grep -qx "barrier" "$WORK/fence.log" && grep -q "^hpctrain job: SLURM_PMIX_FENCE=ring" "$WORK/fence.log" ||
+  job_fail "$job" "$WORK/fence.log" "MPI_Finalize's PMIx fence did not wait for node-b's last rank"
+pass "job $job: PMIx fences wait for every node (SLURM_PMIX_FENCE=ring)"
 
 run_mpi 4 "$BUILD/hpctrain" "${args[@]}" --run.dir "$WORK/reference" >"$WORK/reference.log" 2>&1 ||
   { cat "$WORK/reference.log"; fail "the single-host 4-rank reference run"; }
@@ -126,10 +124,13 @@ CLUSTER_JOBS+=("$job")
 slurm_wait_state "$job" 60 RUNNING || job_fail "$job" "$log" "job $job did not start"
 for _ in $(seq 1 600); do
   grep -qE '"step": ([2-9][0-9]|1[0-9][0-9])' "$run/metrics.jsonl" 2>/dev/null && break
+  case "$(squeue -h -j "$job" -o %T 2>/dev/null)" in RUNNING | "") ;; *) break ;; esac  # ended (a busy squeue: "")
   sleep 0.1
 done
-scancel --batch --signal=USR1 "$job" || fail "scancel --signal=USR1 failed"
-start_now "$job" || job_fail "$job" "$log" "job $job was not requeued"
+grep -qE '"step": ([2-9][0-9]|1[0-9][0-9])' "$run/metrics.jsonl" 2>/dev/null ||
+  job_fail "$job" "$log" "job $job did not reach step 20"
+slurm_signal_batch "$job" USR1 || job_fail "$job" "$log" "scancel --batch --signal=USR1 $job failed"
+slurm_start_now "$job" || job_fail "$job" "$log" "job $job was not requeued"
 step=$(grep -oP '^stopped after step \K[0-9]+(?= on all 4 rank\(s\), checkpoint written: exit 75)' "$log") ||
   job_fail "$job" "$log" "no agreed checkpointed stop on all 4 ranks"
 grep -qE "node-a: tasks? 0(-1)?: Exited with exit code 75" "$log" && grep -qE "node-b: tasks? 2(-3)?: Exited with exit code 75" "$log" ||
@@ -163,8 +164,8 @@ pass "the job ended ${ended} s after the crash, naming ranks 2,3 on node-b"
 cluster_boot_node b || fail "node-b did not come back"
 slurm_wait_state "$job" 60 FAILED COMPLETED CANCELLED || job_fail "$job" "$log" "job $job did not end"
 resume_from=$(ls "$run"/ckpt-*.h5 | tail -1)
-scontrol requeue "$job" || fail "scontrol requeue $job"
-start_now "$job" || job_fail "$job" "$log" "job $job was not requeued"
+err=$(scontrol requeue "$job" 2>&1) || job_fail "$job" "$log" "scontrol requeue $job: $err"
+slurm_start_now "$job" || job_fail "$job" "$log" "job $job was not requeued"
 slurm_wait_state "$job" 120 COMPLETED FAILED CANCELLED || job_fail "$job" "$log" "job $job did not finish"
 scontrol show job "$job" | grep -q JobState=COMPLETED || job_fail "$job" "$log" "job $job did not complete"
 grep -q "resumed from $resume_from: " "$log" || job_fail "$job" "$log" "no resume from $resume_from"

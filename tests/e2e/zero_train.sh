@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # ctest-timeout: 600
-# ZeRO (dist.zero = 1 | 2) trains bitwise what dist.zero = 0 trains, on 2, 3
+# ZeRO (dist.zero = 1 | 2; stage 3 in zero3_train.sh) trains bitwise what dist.zero = 0 trains, on 2, 3
 # and 4 ranks: every logged loss, every grad_norm and the final parameters and
 # optimizer state (the checkpoint, written whole by rank 0) are the same bits.
 #   * mlp + Adam;
@@ -97,12 +97,12 @@ done
 grep -q "memory per rank: parameters" "$TMP/mlp-w2-z1.log" || fail "no memory line in the start-up summary"
 
 # Bad input and one rank.
-expect_exit 2 "dist.zero.*must be in \[0, 2\]" "$hp" "${mlp[@]}" --dist.zero 3 --run.dir "$TMP/bad"
-HPCTRAIN_DIST_ZERO=-1 expect_exit 2 "dist.zero.*must be in \[0, 2\]" "$hp" "${mlp[@]}" --run.dir "$TMP/bad"
+expect_exit 2 "dist.zero.*must be in \[0, 3\]" "$hp" "${mlp[@]}" --dist.zero 4 --run.dir "$TMP/bad"
+HPCTRAIN_DIST_ZERO=-1 expect_exit 2 "dist.zero.*must be in \[0, 3\]" "$hp" "${mlp[@]}" --run.dir "$TMP/bad"
 run_mpi 1 "$hp" "${mlp[@]}" --dist.zero 1 --log.every 1 --log.progress plain --run.dir "$TMP/one" > "$TMP/one.log" 2>&1 \
   || { cat "$TMP/one.log"; fail "zero 1 on one rank"; }
 grep -q "dist.zero 1 with one rank: nothing to shard, training unsharded" "$TMP/one.log" || fail "zero 1 on one rank: no info line"
-pass "dist.zero 3 / HPCTRAIN_DIST_ZERO=-1: exit 2; zero 1 on one rank trains unsharded with an info line"
+pass "dist.zero 4 / HPCTRAIN_DIST_ZERO=-1: exit 2; zero 1 on one rank trains unsharded with an info line"
 
 # dist.reduce native: the MPI library's MPI_Iallreduce / MPI_Ireduce_scatter (not bitwise-stable in
 # general): trains, says so, and logs the losses of the ordered reduction to float tolerance.

@@ -7,10 +7,13 @@
 #                               logs and munge socket all under DIR; exports SLURM_CONF
 #   slurm_stop                  cancels the jobs it knows, stops the daemons by their PIDs
 #   slurm_wait_state JOB SECONDS STATE…   waits until the job is in one of the states
+#   slurm_signal_batch JOB SIGNAL  scancel --batch --signal=SIGNAL JOB, asked again while the
+#                               controller is busy; says why when it refuses
+#   slurm_start_now JOB         a requeued job starts now, not after Slurm's BeginTime (~2 min)
 #
 # Nothing is shared with a Slurm or munge the host may already run: own
 # ports (free ones, asked from the kernel), own munge key and socket, own
-# spool. proctrack/linuxproc and task/none need no cgroups, so it runs in
+# spool, and slurmd's jobs see a /dev/shm of their own. proctrack/linuxproc and task/none need no cgroups, so it runs in
 # containers. The daemons run as root (SlurmUser=root), so the tests need root.
 # Facts behind the choices: ../../../shared/notes/local-slurm.md.
 
@@ -24,6 +27,7 @@ slurm_check_available() {
       { echo "$b not found (install slurm-wlm and munge: scripts/install-deps.sh --slurm)"; return 1; }
   done
   [ "$(id -u)" -eq 0 ] || { echo "the local Slurm runs its daemons as root; run as root"; return 1; }
+  unshare --mount true 2>/dev/null || { echo "cannot create a mount namespace (unshare --mount, util-linux)"; return 1; }
   return 0
 }
 
@@ -90,7 +94,11 @@ PartitionName=debug Nodes=hpctest-node Default=YES MaxTime=INFINITE State=UP Ove
 CONF
   export SLURM_CONF=$d/slurm.conf
   slurmctld -f "$SLURM_CONF" || { cat "$d/slurmctld.log" 2>/dev/null; return 1; }
-  slurmd -f "$SLURM_CONF" -N hpctest-node || { cat "$d/slurmd.log" 2>/dev/null; return 1; }
+  # slurmd, and so the jobs' tasks, get a /dev/shm of their own: Open MPI names its
+  # shared-memory files after the host, the Slurm job and the step, which two
+  # such clusters on one host (another test, another checkout) share.
+  unshare --mount sh -c 'mount -t tmpfs -o mode=1777 slurm-test-shm /dev/shm && exec "$@"' sh \
+    slurmd -f "$SLURM_CONF" -N hpctest-node || { cat "$d/slurmd.log" 2>/dev/null; return 1; }
   for _ in $(seq 1 60); do
     [ "$(sinfo -h -n hpctest-node -o %t 2>/dev/null)" = idle ] && return 0
     sleep 0.5
@@ -111,6 +119,50 @@ slurm_wait_state() {
     sleep 0.5
   done
   echo "job $job is $state after ${seconds} s, expected $*" >&2
+  return 1
+}
+
+# slurm_signal_batch JOB SIGNAL: signals the job's batch shell, as Slurm's --signal=B:SIG@T does.
+# A busy controller (no answer in time, "try again later") is asked again. What is not transient
+# is a failure, with the controller's answer and the job's state on stderr: scancel itself prints
+# nothing (without -v) when the job has already ended ("already completing or completed",
+# "Invalid job id"), as one that crashed at start-up has.
+slurm_signal_batch() {
+  local job=$1 sig=$2 out="" try
+  for try in 1 2 3 4 5; do
+    out=$(scancel -v --batch --signal="$sig" "$job" 2>&1) && return 0
+    case "$out" in
+      *"timed out"* | *"Unable to contact"* | *"connect failure"* | *"Connection refused"* | \
+        *"Zero Bytes were transmitted"* | *"try again later"*) [ "$try" = 5 ] || sleep "$try" ;;
+      *) break ;;
+    esac
+  done
+  echo "scancel --batch --signal=$sig $job failed: $(grep -v '^scancel: Signal ' <<<"$out" | tr '\n' ' ')" \
+    "(job $job: $(scontrol show job "$job" 2>&1 | grep -oE '(JobState|Reason|ExitCode)=\S+' | tr '\n' ' '))" >&2
+  return 1
+}
+
+# slurm_start_now JOB: waits until a requeued job is PENDING, then moves its start to now
+# (Slurm holds a requeued job ~2 minutes, BeginTime), until it runs (or ended at once).
+# Not at once: a job allocated again while its old instance's credential is still revoked
+# (the nodes finishing it, or within the same second) is killed at launch, exit 1 ("Killing
+# non-startable batch JobId=N: Job credential revoked" in slurmctld's log). The BeginTime
+# delay this skips is what avoids that: let the nodes go idle and the second pass first.
+slurm_start_now() {
+  local restarts
+  slurm_wait_state "$1" 60 PENDING || return 1
+  restarts=$(scontrol show job "$1" | grep -oP 'Restarts=\K[0-9]+')
+  for _ in $(seq 1 60); do
+    [ "$(sinfo -h -o %t 2>/dev/null | sort -u)" = idle ] && break
+    sleep 0.5
+  done
+  sleep 2
+  for _ in $(seq 1 30); do
+    scontrol update JobId="$1" StartTime=now 2>/dev/null || true
+    slurm_wait_state "$1" 2 RUNNING COMPLETED FAILED 2>/dev/null && return 0
+    # (it ran and was requeued again in between: a start that failed at once)
+    [ "$(scontrol show job "$1" | grep -oP 'Restarts=\K[0-9]+')" = "$restarts" ] || return 0
+  done
   return 1
 }
 

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <barrier>
 #include <cstdint>
 #include <functional>
@@ -124,9 +125,30 @@ class FakeComm : public dist::Communicator {
     }
     return req;
   }
-  void broadcast(const Tensor& buf, int) override { record("broadcast", dist::ReduceOp::Sum, {buf}); }
-  void allgather(const Tensor& send, const Tensor&) override {
+  // With a group, root's float64 buffer really reaches every rank.
+  void broadcast(const Tensor& buf, int root) override {
+    record("broadcast", dist::ReduceOp::Sum, {buf});
+    if (!group_) return;
+    HPC_ASSERT(buf.dtype() == DType::F64, "FakeComm group: float64 broadcasts");
+    double* p = buf.data<double>();
+    if (rank_ == root) group_->slots[static_cast<size_t>(root)].assign(p, p + buf.count());
+    group_->sync.arrive_and_wait();
+    if (rank_ != root) std::copy_n(group_->slots[static_cast<size_t>(root)].data(), buf.count(), p);
+    group_->sync.arrive_and_wait();
+  }
+  // With a group, every rank's float64 buffer lands in everyone's recv, in rank order.
+  void allgather(const Tensor& send, const Tensor& recv) override {
     record("allgather", dist::ReduceOp::Sum, {send});
+    if (!group_) return;
+    HPC_ASSERT(send.dtype() == DType::F64 && recv.count() == send.count() * size_,
+               "FakeComm group: allgather");
+    const double* p = send.data<double>();
+    group_->slots[static_cast<size_t>(rank_)].assign(p, p + send.count());
+    group_->sync.arrive_and_wait();
+    for (int q = 0; q < size_; ++q)
+      std::copy_n(group_->slots[static_cast<size_t>(q)].data(), send.count(),
+                  recv.data<double>() + q * send.count());
+    group_->sync.arrive_and_wait();
   }
   void barrier() override {
     record("barrier", dist::ReduceOp::Sum, {});

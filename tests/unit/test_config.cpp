@@ -264,6 +264,16 @@ TEST_F(ConfigTest, SubCommands) {
   EXPECT_NE(error_of({"trian"}).find("did you mean train?"), std::string::npos);
   EXPECT_NE(error_of({"eval", "--data.path", data_}).find("--checkpoint"), std::string::npos);
   EXPECT_NE(error_of({"--data.path", data_, "eval"}).find("command must come first"), std::string::npos);
+  // An option the command does not use, on its command line, is an error (a shared INI file may hold it).
+  EXPECT_EQ(error_of({"eval", "--checkpoint", data_, "--data.path", data_, "--run.dir", "runs/x"}),
+            "option --run.dir: not used by 'hpctrain eval' (it writes eval.json beside the checkpoint, or to "
+            "--out)");
+  EXPECT_NE(error_of({"export", "--checkpoint", data_, "-o", "out", "--run.dir", "runs/x"})
+                .find("option --run.dir: not used by 'hpctrain export'"),
+            std::string::npos);
+  const std::string ini = write_file("shared.ini", "[run]\ndir = runs/x\n");
+  EXPECT_EQ(parse({"eval", "--checkpoint", data_, "--data.path", data_, "--config", ini}).run_dir, "runs/x");
+  EXPECT_EQ(parse({"doctor", "--run.dir", "runs/x"}).run_dir, "runs/x");
 }
 
 struct BadCase {
@@ -297,7 +307,9 @@ TEST_F(ConfigTest, EveryBadValueIsAUserErrorNamingTheOption) {
       {{"--log.progress", "fancy"}, "log.progress", "auto, bar, plain, none"},
       {{"--data.check", "deep"}, "data.check", "quick, full"},
       {{"--model.sync_bn", "sometimes"}, "model.sync_bn", "auto, true, false"},
-      {{"--model.preset", "resnet50"}, "model.preset", "simplenet, mlp, lenet5, cnn, resnet20"},
+      {{"--model.preset", "resnet18"},
+       "model.preset",
+       "simplenet, mlp, lenet5, cnn, resnet20, resnet50, gpt-tiny"},
       {{"--optim.beta1", "1"}, "optim.beta1", "[0, 1)"},
       {{"--optim.beta2", "-0.5"}, "optim.beta2", "[0, 1)"},
       {{"--optim.momentum", "-0.9"}, "optim.momentum", ">= 0"},
@@ -361,6 +373,7 @@ TEST_F(ConfigTest, EnvironmentErrorsNameTheVariable) {
 
   set_env("HPCTRAIN_TEST_ANYTHING", "1");  // the documented allow-list
   set_env("HPCTRAIN_FAULT_RANK", "1");
+  set_env("HPCTRAIN_STARTED_FILE", "/tmp/started");  // set by slurm/common.sh for every job
   EXPECT_EQ(parse_train({}).optim.lr, 1e-3);
 }
 
@@ -467,6 +480,20 @@ TEST_F(ConfigTest, ToIniRoundTripsEveryField) {
   Config back = parse({"--config", ini});
   expect_same(back, c);
   EXPECT_EQ(to_ini(back), to_ini(c));
+}
+
+// A run given --model.spec writes its preset as unused (the preset is not what it trained), and
+// the line still reads back; without a spec the preset line is plain.
+TEST_F(ConfigTest, ToIniMarksThePresetUnusedBesideASpec) {
+  Config c;
+  c.data.path = data_;
+  EXPECT_NE(to_ini(c).find("\npreset = cnn\n"), std::string::npos) << to_ini(c);
+  c.model.spec = "flatten linear(10)";
+  const std::string ini = to_ini(c);
+  EXPECT_NE(ini.find("\npreset = cnn  # not used: model.spec replaces it\n"), std::string::npos) << ini;
+  Config back = parse({"--config", write_file("spec.ini", ini)});
+  EXPECT_EQ(back.model.preset, "cnn");
+  EXPECT_EQ(back.model.spec, c.model.spec);
 }
 
 TEST_F(ConfigTest, HelpAndVersionReturnFalse) {

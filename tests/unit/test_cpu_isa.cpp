@@ -290,14 +290,14 @@ TEST_F(CpuIsa, AttentionIsBitwiseGeneric) {
       const int64_t b = 2, heads = 2, d = 24, c = heads * d;
       const Tensor qkv = test::random_tensor(Shape{b, t, 3 * c}, DType::F32, 1, -2, 2);
       const Tensor dout = test::random_tensor(Shape{b, t, c}, DType::F32, 2);
-      auto [d0, v0] =
-          both(*table,
-               {Tensor(Shape{b, heads, t, t}, DType::F32), Tensor(Shape{b, t, c}, DType::F32),
-                Tensor(qkv.shape(), DType::F32)},
-               [&](std::vector<Tensor>& o) {
-                 backend::attention_forward(qkv, heads, o[0], o[1]);
-                 backend::attention_backward(qkv, o[0], dout, heads, o[2], Tensor(Shape{t, t}, DType::F32));
-               });
+      auto [d0, v0] = both(
+          *table,
+          {Tensor(Shape{b, heads, t, t}, DType::F32), Tensor(Shape{b, t, c}, DType::F32),
+           Tensor(qkv.shape(), DType::F32)},
+          [&](std::vector<Tensor>& o) {
+            backend::attention_forward(qkv, heads, heads, o[0], o[1]);
+            backend::attention_backward(qkv, o[0], dout, heads, heads, o[2], Tensor(Shape{t, t}, DType::F32));
+          });
       const char* names[] = {"probabilities", "output", "dqkv"};
       for (size_t i = 0; i < d0.size(); ++i) EXPECT_TRUE(same_bits(d0[i], v0[i])) << names[i] << ", T " << t;
     }

@@ -132,7 +132,7 @@ TEST(CpuVecMath, AttentionSoftmaxMatchesDouble) {
       out(Shape{b, t, c}, DType::F32);
   Rng rng(9, 2);
   for (int64_t i = 0; i < qkv.count(); ++i) qkv.data<float>()[i] = float(-3 + 6 * rng.uniform());
-  attention_forward(qkv, heads, probs, out);
+  attention_forward(qkv, heads, heads, probs, out);
   const float* q = qkv.data<float>();
   for (int64_t i = 0; i < t; ++i) {
     std::vector<double> s(size_t(i + 1));

@@ -1,4 +1,4 @@
-// The transformer ops and a whole gpt-tiny on the GPU against the CPU
+// The transformer and Llama ops and whole gpt-tiny and llama-tiny models on the GPU against the CPU
 // (backend/cuda/transformer_ops.cpp vs backend/cpu/transformer_ops.cpp), in
 // float64, float32, bfloat16 and float16 with device_compare.h's per-dtype
 // tolerances. The reference is the CPU op in float64 on the values the GPU
@@ -161,8 +161,8 @@ TEST(CudaTransformer, Attention) {
       Tensor probs(Shape{b_n, h_n, t, t}, d, dut()), out(Shape{b_n, t, c}, d, dut());
       Tensor probs_ref(probs.shape(), DType::F64), out_ref(out.shape(), DType::F64);
       fill(probs, 7.0);  // every element is written, the masked ones as exact zeros
-      attention_forward(qkv.dut, h_n, probs, out);
-      attention_forward(qkv.ref, h_n, probs_ref, out_ref);
+      attention_forward(qkv.dut, h_n, h_n, probs, out);
+      attention_forward(qkv.ref, h_n, h_n, probs_ref, out_ref);
       expect_close(probs, probs_ref, tol_for(d), "attention probabilities");
       expect_close(out, out_ref, tol_for(d), "attention output");
       const Tensor p_host = host64(probs);
@@ -173,9 +173,85 @@ TEST(CudaTransformer, Attention) {
       const Operand dout = operand(random64(out_ref.shape(), 24), d);
       Tensor dqkv(qkv.ref.shape(), d, dut()), dqkv_ref(qkv.ref.shape(), DType::F64);
       fill(dqkv, 7.0);  // written, not added
-      attention_backward(qkv.dut, probs, dout.dut, h_n, dqkv, Tensor(Shape{t, t}, d, dut()));
-      attention_backward(qkv.ref, p_host, dout.ref, h_n, dqkv_ref, Tensor(Shape{t, t}, DType::F64));
+      attention_backward(qkv.dut, probs, dout.dut, h_n, h_n, dqkv, Tensor(Shape{t, t}, d, dut()));
+      attention_backward(qkv.ref, p_host, dout.ref, h_n, h_n, dqkv_ref, Tensor(Shape{t, t}, DType::F64));
       expect_close(dqkv, dqkv_ref, tol_for(d), "attention dqkv");
+    }
+}
+
+// ---- the llama pieces -----------------------------------------------------------------------
+
+TEST(CudaLlama, RmsNormRotarySwiGlu) {
+  const int64_t rows = 7, width = 70;
+  for (DType d : float_dtypes()) {
+    SCOPED_TRACE(dtype_name(d));
+    const Operand x = operand(random64(Shape{rows, width}, 41, -2, 2), d),
+                  w = operand(random64(Shape{width}, 42), d);
+    Tensor y(Shape{rows, width}, d, dut()), rstd(Shape{rows}, d, dut());
+    Tensor y_ref(Shape{rows, width}, DType::F64), rstd_ref(Shape{rows}, DType::F64);
+    rmsnorm_forward(x.dut, w.dut, 1e-5, y, rstd);
+    rmsnorm_forward(x.ref, w.ref, 1e-5, y_ref, rstd_ref);
+    expect_close(y, y_ref, tol_for(d), "rmsnorm y");
+    const Operand dy = operand(random64(Shape{rows, width}, 43), d);
+    Tensor dx(Shape{rows, width}, d, dut()), dw(Shape{width}, d, dut());
+    Tensor dx_ref(Shape{rows, width}, DType::F64), dw_ref(Shape{width}, DType::F64);
+    fill(dw, 0.0);
+    rmsnorm_backward(x.dut, dy.dut, w.dut, rstd, dx, false, dw);
+    rmsnorm_backward(x.ref, dy.ref, w.ref, host64(rstd), dx_ref, false, dw_ref);
+    expect_close(dx, dx_ref, tol_for(d), "rmsnorm dx");
+    expect_close(dw, dw_ref, tol_for(d), "rmsnorm dweight");
+
+    const int64_t heads = 4, kv = 2, hd = 8, t = 5;
+    const Operand qkv = operand(random64(Shape{2, t, (heads + 2 * kv) * hd}, 44, -2, 2), d);
+    const Operand cos = operand(random64(Shape{t, hd / 2}, 45), d),
+                  sin = operand(random64(Shape{t, hd / 2}, 46), d);
+    for (bool inverse : {false, true}) {
+      Tensor a(qkv.ref.shape(), d, dut()), a_ref(qkv.ref.shape(), DType::F64);
+      copy(qkv.dut, a);
+      copy(qkv.ref, a_ref);
+      rotary_apply(a, heads, kv, cos.dut, sin.dut, false, inverse);
+      rotary_apply(a_ref, heads, kv, cos.ref, sin.ref, false, inverse);
+      expect_close(a, a_ref, tol_for(d), "rotary");
+    }
+
+    const Operand gu = operand(random64(Shape{rows, 2 * width}, 47, -5, 5), d);
+    Tensor o(Shape{rows, width}, d, dut()), o_ref(Shape{rows, width}, DType::F64);
+    swiglu_forward(gu.dut, o);
+    swiglu_forward(gu.ref, o_ref);
+    expect_close(o, o_ref, tol_for(d), "swiglu");
+    Tensor dgu(gu.ref.shape(), d, dut()), dgu_ref(gu.ref.shape(), DType::F64);
+    swiglu_backward(gu.dut, dy.dut, dgu);
+    swiglu_backward(gu.ref, dy.ref, dgu_ref);
+    expect_close(dgu, dgu_ref, tol_for(d), "swiglu backward");
+  }
+}
+
+// Grouped kv heads (groups of two, multi-query) and decoding against the cache.
+TEST(CudaLlama, GroupedAttentionAndDecode) {
+  const int64_t b_n = 2, heads = 4, hd = 8, t = 37;
+  for (const int64_t kv : {int64_t(2), int64_t(1)})
+    for (DType d : float_dtypes()) {
+      SCOPED_TRACE(std::string(dtype_name(d)) + " kv_heads " + std::to_string(kv));
+      const int64_t w = (heads + 2 * kv) * hd, c = heads * hd;
+      const Operand qkv = operand(random64(Shape{b_n, t, w}, 48, -1.5, 1.5), d);
+      Tensor probs(Shape{b_n, heads, t, t}, d, dut()), out(Shape{b_n, t, c}, d, dut());
+      Tensor probs_ref(probs.shape(), DType::F64), out_ref(out.shape(), DType::F64);
+      attention_forward(qkv.dut, heads, kv, probs, out);
+      attention_forward(qkv.ref, heads, kv, probs_ref, out_ref);
+      expect_close(out, out_ref, tol_for(d), "grouped attention output");
+      const Operand dout = operand(random64(out_ref.shape(), 49), d);
+      Tensor dqkv(qkv.ref.shape(), d, dut()), dqkv_ref(qkv.ref.shape(), DType::F64);
+      attention_backward(qkv.dut, probs, dout.dut, heads, kv, dqkv, Tensor(Shape{t, t}, d, dut()));
+      attention_backward(qkv.ref, host64(probs), dout.ref, heads, kv, dqkv_ref,
+                         Tensor(Shape{t, t}, DType::F64));
+      expect_close(dqkv, dqkv_ref, tol_for(d), "grouped attention dqkv");
+
+      const Operand one = operand(random64(Shape{1, 6, w}, 50, -1.5, 1.5), d);
+      Tensor kc(Shape{8, kv * hd}, d, dut()), vc(kc.shape(), d, dut()), o(Shape{1, 6, c}, d, dut());
+      Tensor kc_ref(kc.shape(), DType::F64), vc_ref(kc.shape(), DType::F64), o_ref(o.shape(), DType::F64);
+      attention_decode(one.dut, heads, kv, kc, vc, 2, o);
+      attention_decode(one.ref, heads, kv, kc_ref, vc_ref, 2, o_ref);
+      expect_close(o, o_ref, tol_for(d), "decoded attention");
     }
 }
 
@@ -190,9 +266,9 @@ struct Gpt {
   DType dtype;
   static constexpr int64_t BATCH = 3, CONTEXT = 32, VOCAB = 256;
 
-  Gpt(Device dev, DType dt) : device(dev), dtype(dt) {
+  Gpt(Device dev, DType dt, const char* preset = "gpt-tiny") : device(dev), dtype(dt) {
     nn::PresetOptions cfg;
-    cfg.preset = "gpt-tiny";
+    cfg.preset = preset;
     cfg.context = CONTEXT;
     model = std::make_unique<nn::Model>(nn::preset_spec(cfg, VOCAB), Shape{CONTEXT}, dt, 11, dev);
     OptimConfig oc;
@@ -248,6 +324,19 @@ TEST(CudaGpt, TinyModelMatchesTheCpu) {
     EXPECT_NEAR(lg, lc, 1e-4 * std::abs(lc)) << "step " << step;
     cpu.optimizer->step(cpu.model->params(), cpu.model->grads(), 1e-3);
     gpu.optimizer->step(gpu.model->params(), gpu.model->grads(), 1e-3);
+  }
+}
+
+TEST(CudaLlama, TinyModelMatchesTheCpu) {
+  const Tensor ids = token_ids64(Shape{Gpt::BATCH, Gpt::CONTEXT}, Gpt::VOCAB, 32);
+  const Tensor targets = next_tokens(ids);
+  for (DType d : {DType::F64, DType::F32}) {
+    SCOPED_TRACE(dtype_name(d));
+    Gpt cpu(Device::CPU, d, "llama-tiny"), gpu(dut(), d, "llama-tiny");
+    const double lc = cpu.forward_backward(ids, targets), lg = gpu.forward_backward(ids, targets);
+    const Tol tol = d == DType::F64 ? Tol{1e-11, 1e-9} : Tol{1e-5, 1e-3};
+    EXPECT_NEAR(lg, lc, tol.atol + tol.rtol * std::abs(lc));
+    expect_close(gpu.model->grads(), host64(cpu.model->grads()), tol, "llama-tiny gradients");
   }
 }
 

@@ -1,4 +1,4 @@
-// H5Dataset: files written here with the HDF5 C API (the layout of DESIGN.md)
+// H5Dataset: files written here with the HDF5 C API (the layout of docs/data.md)
 // read back with the right values, shapes and num_classes; every kind of bad
 // file is refused up front with one UserError line naming file and problem;
 // HDF5's own error stack never reaches stderr; H5Handle closes what it owns.

@@ -221,6 +221,58 @@ TEST_F(Faults, SignalsAreRaisedOnceAtTheirStep) {
   sigaction(SIGUSR1, &old, nullptr);
 }
 
+// A crash at start-up (before training) on the job's Nth start: STEP counts the
+// starts of a Slurm job (SLURM_RESTART_COUNT + 1), so a requeued job crashes
+// once, at the restart the test names, and starts normally at the next.
+TEST_F(Faults, StartupCrashFiresOnTheNamedStartOfTheJob) {
+  std::vector<Fault> f = parse_faults("segv@startup:0:2,abort@startup:1,exit@startup");
+  ASSERT_EQ(f.size(), 3u);
+  EXPECT_EQ(f[0].kind, FaultKind::Segv);
+  EXPECT_EQ(f[0].point, FaultPoint::Startup);
+  EXPECT_EQ(f[0].rank, 0);
+  EXPECT_EQ(f[0].step, 2);
+  for (const char* bad : {"sigusr1@startup", "stall@startup", "sleep=5@startup", "enospc@startup"})
+    EXPECT_THROW(parse_faults(bad), UserError) << bad;
+  EXPECT_EQ(parse_faults("segv@backward:1:3").size(), 1u);  // segv goes wherever the signals go
+
+  const char* saved = std::getenv("SLURM_RESTART_COUNT");
+  const std::string restore = saved ? saved : "";
+  unsetenv("SLURM_RESTART_COUNT");
+  EXPECT_EQ(job_start_number(), 1);  // outside Slurm: the first start
+  setenv("SLURM_RESTART_COUNT", "0", 1);
+  EXPECT_EQ(job_start_number(), 1);
+  setenv("SLURM_RESTART_COUNT", "3", 1);
+  EXPECT_EQ(job_start_number(), 4);
+  setenv("SLURM_RESTART_COUNT", "x", 1);
+  EXPECT_EQ(job_start_number(), 1);
+
+  // Not on the first start, nor on another rank; on start 2 rank 0 dies of SIGSEGV (the
+  // default action, after any handler that returns), having said why.
+  setenv("SLURM_RESTART_COUNT", "0", 1);
+  install("segv@startup:0:2", 0);
+  EXPECT_EQ(fault_at(FaultPoint::Startup), 0);
+  setenv("SLURM_RESTART_COUNT", "1", 1);
+  install("segv@startup:0:2", 1);
+  EXPECT_EQ(fault_at(FaultPoint::Startup), 0);
+  install("segv@startup:0:2", 0);
+  EXPECT_EQ(fault_at(FaultPoint::Step), 0);  // another point
+  EXPECT_EXIT(
+      {
+        struct sigaction sa {};
+        sa.sa_handler = [](int) {};  // returns, as a handler written for a real fault does
+        sigaction(SIGSEGV, &sa, nullptr);
+        fault_at(FaultPoint::Startup);
+      },
+      ::testing::KilledBySignal(SIGSEGV),
+      "rank 0: HPCTRAIN_FAULT=segv@startup:0:2: crashing \\(SIGSEGV\\) at start-up \\(start 2 of the job\\)");
+  setenv("SLURM_RESTART_COUNT", "2", 1);
+  EXPECT_EQ(fault_at(FaultPoint::Startup), 0);  // the next restart starts normally
+  if (saved)
+    setenv("SLURM_RESTART_COUNT", restore.c_str(), 1);
+  else
+    unsetenv("SLURM_RESTART_COUNT");
+}
+
 // ENOSPC at each point of the write: IoError naming the path, no temporary
 // file, and the complete checkpoint already under that name still reads.
 TEST_F(Faults, CheckpointWriteDiskFullKeepsThePreviousFile) {
@@ -283,14 +335,25 @@ TEST_F(Faults, MetricsOnAFullDiskWarnOnceAndKeepWholeLines) {
 // The background writer (ckpt.async): the same file as a synchronous write,
 // its faults fire at the step it saves (FaultStepScope) while the trainer's
 // step has moved on, and a full disk comes back as a result, not a throw.
+namespace {
+ckpt::WriteJob write_job(const TempDir& dir, int64_t step) {
+  ckpt::WriteJob job;
+  job.path = dir.file("ckpt-000000" + std::to_string(step) + ".h5");
+  job.dir = dir.path();
+  job.why = "every 10 steps";
+  job.step = step;
+  job.keep = 2;
+  job.checkpoint = small_checkpoint(step);
+  return job;
+}
+}  // namespace
+
 TEST_F(Faults, AsyncWriterWritesTheSameFileAndReportsAFullDisk) {
   TempDir dir;
   ckpt::AsyncWriter writer;
   EXPECT_FALSE(writer.poll().has_value());
   EXPECT_FALSE(writer.wait().has_value());
-  ckpt::WriteJob job{dir.file("ckpt-00000010.h5"), dir.path(), "every 10 steps", 10, 2, 0.0,
-                     small_checkpoint(10)};
-  writer.start(std::move(job));
+  writer.start(write_job(dir, 10));
   EXPECT_TRUE(writer.in_flight());
   EXPECT_EQ(writer.in_flight_step(), 10);
   std::optional<ckpt::WriteResult> r = writer.wait();
@@ -304,8 +367,7 @@ TEST_F(Faults, AsyncWriterWritesTheSameFileAndReportsAFullDisk) {
   // One-shot and persistent faults match the saved step (20), not the trainer's (23).
   install("enospc@ckpt_rename:0:20,exit@ckpt_write:0:23", 0);
   set_fault_step(23);
-  writer.start(
-      {dir.file("ckpt-00000020.h5"), dir.path(), "every 10 steps", 20, 2, 0.0, small_checkpoint(20)});
+  writer.start(write_job(dir, 20));
   for (int i = 0; i < 1000 && !(r = writer.poll()); ++i) usleep(2000);
   ASSERT_TRUE(r.has_value());
   EXPECT_FALSE(r->ok);

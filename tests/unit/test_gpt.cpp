@@ -17,6 +17,7 @@
 #include "backend/ops.h"
 #include "core/error.h"
 #include "grad_check.h"
+#include "lm_util.h"
 #include "nn/loss.h"
 #include "nn/model.h"
 #include "nn/spec.h"
@@ -24,29 +25,15 @@
 namespace hpc::nn {
 namespace {
 
+using test::as_f64;
+using test::check_model;
+using test::GRAD_TOL;
 using test::GradientChecker;
 using test::layer_args;
+using test::next_tokens;
 using test::random_tensor;
-
-constexpr double GRAD_TOL = 1e-6;
-
-// Random token ids in [0, vocab) as the model's float input [batch, t].
-Tensor tokens(int64_t batch, int64_t t, int64_t vocab, DType dtype, uint64_t seed) {
-  Tensor ids(Shape{batch, t}, DType::F64);
-  Rng rng(seed, 3);
-  for (int64_t i = 0; i < ids.count(); ++i) ids.data<double>()[i] = std::floor(rng.uniform() * double(vocab));
-  if (dtype == DType::F64) return ids;
-  Tensor out(ids.shape(), dtype);
-  backend::convert(ids, out);
-  return out;
-}
-
-Tensor next_tokens(const Tensor& ids_f64, int64_t vocab) {
-  Tensor t(ids_f64.shape(), DType::I32);
-  for (int64_t i = 0; i < t.count(); ++i)
-    t.data<int32_t>()[i] = int32_t(std::fmod(ids_f64.data<double>()[i] * 7 + 3, double(vocab)));
-  return t;
-}
+using test::tokens;
+using test::write_npy;
 
 TEST(GptGrad, LayerNorm) {
   EXPECT_LT(GradientChecker(1e-5, GRAD_TOL).check(layer_args("ln"), Shape{5, 8}, 3), GRAD_TOL);
@@ -102,7 +89,7 @@ TEST(GptAttention, SoftmaxTakesTheRowMaximum) {
     backend::fill(qkv, 0);
     for (int64_t t = 0; t < t_len; ++t) qkv.data<float>()[t * 3 * d] = a;            // q_t = (a, 0, …)
     for (const int64_t top : {first, last}) qkv.data<float>()[top * 3 * d + d] = a;  // k_top = (a, 0, …)
-    backend::attention_forward(qkv, 1, probs, out);
+    backend::attention_forward(qkv, 1, 1, probs, out);
     for (int64_t t = last; t < t_len; ++t)
       for (const int64_t top : {first, last})
         EXPECT_NEAR(probs.data<float>()[t * t_len + top], 0.5f, 1e-6) << "key " << top << ", row " << t;
@@ -120,41 +107,6 @@ TEST(GptCausal, ModelLogitsIgnoreLaterTokens) {
   EXPECT_EQ(std::memcmp(y0.raw(), y1.raw(), sizeof(double) * 4 * 11), 0);
   // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison): bitwise equality is the point
   EXPECT_NE(std::memcmp(y0.data<double>() + 4 * 11, y1.data<double>() + 4 * 11, sizeof(double) * 11), 0);
-}
-
-// Finite differences over every parameter of a float64 model whose loss is
-// the sequence cross-entropy (sum over tokens / (normalizer·T), as trained).
-double check_model(const std::string& spec, int64_t t_len, int64_t vocab, int64_t batch) {
-  Model m(spec, Shape{t_len}, DType::F64, 11);
-  backend::copy(random_tensor(Shape{m.num_params()}, DType::F64, 12, -0.5, 0.5), m.params());
-  const Tensor ids = tokens(batch, t_len, vocab, DType::F64, 13);
-  const Tensor targets = next_tokens(ids, vocab);
-  const double normalizer = 1.5;
-  auto ce = make_cross_entropy(0);
-  const Tensor dlogits(m.output_shape().with_batch(batch), DType::F64);
-  auto loss = [&] {
-    const LossStats s = ce->forward_backward(m.forward(ids, {}), targets, batch, normalizer, Tensor());
-    EXPECT_EQ(s.count, batch * t_len);
-    return s.loss_sum / (normalizer * double(t_len));
-  };
-  ce->forward_backward(m.forward(ids, {}), targets, batch, normalizer, dlogits);
-  m.zero_grads();
-  m.backward(dlogits, {});
-  double worst = 0;
-  double* p = m.params().data<double>();
-  for (int64_t i = 0; i < m.num_params(); ++i) {
-    const double saved = p[i], h = 1e-5;
-    p[i] = saved + h;
-    const double up = loss();
-    p[i] = saved - h;
-    const double down = loss();
-    p[i] = saved;
-    const double numeric = (up - down) / (2 * h), a = m.grads().data<double>()[i];
-    const double err = std::abs(a - numeric) / std::max({std::abs(a), std::abs(numeric), 0.1});
-    EXPECT_LT(err, GRAD_TOL) << spec << ": parameter element " << i;
-    worst = std::max(worst, err);
-  }
-  return worst;
 }
 
 TEST(GptGrad, EmbeddingWithTiedHead) {
@@ -299,32 +251,6 @@ TEST(GptLoss, SequenceIsPerTokenClassification) {
   EXPECT_EQ(seq.correct1, rows.correct1);
   EXPECT_EQ(std::memcmp(g_seq.raw(), g_rows.raw(), g_seq.num_bytes()), 0);
   for (int64_t i = 2 * t * v; i < n * t * v; ++i) ASSERT_EQ(g_seq.data<double>()[i], 0.0);
-}
-
-// Writes a float64 or int32 array as .npy (NumPy's format 1.0) for the PyTorch cross-check.
-void write_npy(const std::string& path, const Tensor& t) {
-  const bool ints = t.dtype() == DType::I32;
-  ASSERT_TRUE(ints || t.dtype() == DType::F64);
-  std::string shape;
-  for (int64_t d : t.shape().dims()) shape += std::to_string(d) + ",";
-  std::string header = std::string("{'descr': '") + (ints ? "<i4" : "<f8") +
-                       "', 'fortran_order': False, 'shape': (" + shape + "), }";
-  header.append(63 - (10 + header.size()) % 64, ' ');
-  header += '\n';
-  FILE* f = std::fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr) << path;
-  const uint16_t len = uint16_t(header.size());
-  std::fwrite("\x93NUMPY\x01\x00", 1, 8, f);
-  std::fwrite(&len, 2, 1, f);
-  std::fwrite(header.data(), 1, header.size(), f);
-  std::fwrite(t.raw(), 1, t.num_bytes(), f);
-  ASSERT_EQ(std::fclose(f), 0);
-}
-
-Tensor as_f64(const Tensor& t) {
-  Tensor out(t.shape(), DType::F64);
-  backend::convert(t, out);
-  return out;
 }
 
 // Run by tests/e2e/gpt_vs_torch.sh with HPCTRAIN_GPT_EXPORT=DIR: gpt-tiny

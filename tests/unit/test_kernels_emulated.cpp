@@ -23,6 +23,7 @@
 #include "kernels/cast_math.h"
 #include "kernels/conv_math.h"
 #include "kernels/dropout_math.h"
+#include "kernels/llama_math.h"
 #include "kernels/loss_math.h"
 #include "kernels/norm_math.h"
 #include "kernels/pool_math.h"
@@ -117,13 +118,15 @@ TEST(EmulatedKernels, SwapLeadingDims) {
 }
 
 struct PoolCase {
-  int64_t planes, h, w, k, stride;
+  int64_t planes, h, w, k, stride, pad;
 };
-const PoolCase POOL_CASES[] = {{3, 6, 6, 2, 2}, {2, 7, 7, 3, 2}, {2, 5, 6, 2, 1}, {1, 9, 9, 3, 3}};
+// The last two pad (max pooling only): ResNet's stem maxpool(3, stride=2, pad=1) on even and odd sizes.
+const PoolCase POOL_CASES[] = {{3, 6, 6, 2, 2, 0}, {2, 7, 7, 3, 2, 0},  {2, 5, 6, 2, 1, 0},
+                               {1, 9, 9, 3, 3, 0}, {2, 8, 10, 3, 2, 1}, {2, 7, 9, 3, 2, 1}};
 
 TEST(EmulatedKernels, PoolingMatchesCpu) {
   for (const PoolCase& pc : POOL_CASES) {
-    const PoolShape s = PoolShape::make(pc.planes, pc.h, pc.w, pc.k, pc.stride);
+    const PoolShape s = PoolShape::make(pc.planes, pc.h, pc.w, pc.k, pc.stride, pc.pad);
     const int64_t out_n = pc.planes * s.out_pixels(), in_n = pc.planes * s.in_pixels();
     const Tensor x = random_ints(Shape{pc.planes, pc.h, pc.w}, 4);
     const Tensor dy = random(Shape{out_n}, 5);
@@ -142,6 +145,7 @@ TEST(EmulatedKernels, PoolingMatchesCpu) {
       dx2.data<float>()[i] = max_pool_backward_element(dy.data<float>(), arg.data<int32_t>(), s, i);
     expect_bitwise(dx2, dx, "max pool backward");
 
+    if (pc.pad > 0) continue;  // average pooling does not pad
     backend::avg_pool_forward(x, s, y);
     for (int64_t o = 0; o < out_n; ++o) y2.data<float>()[o] = avg_pool_element(x.data<float>(), s, o);
     expect_bitwise(y2, y, "avg pool");
@@ -411,6 +415,12 @@ struct HostAttnBuffers {
 
 void run_plan_on_cpu(const std::vector<AttnStep>& steps, const HostAttnBuffers& hb) {
   for (const AttnStep& step : steps) {
+    if (step.kind == AttnStep::Kind::Copy) {  // cudaMemcpy2DAsync
+      const RowCopy& c = step.row_copy;
+      for (int64_t r = 0; r < c.rows; ++r)
+        std::copy_n(hb.at(c.src, 0) + r * c.src.ld, c.cols, hb.at(c.dst, 0) + r * c.dst.ld);
+      continue;
+    }
     if (step.kind == AttnStep::Kind::Gemm) {
       const CublasGemm& g = step.matmul;
       for (int64_t z = 0; z < g.batch; ++z) {
@@ -432,16 +442,17 @@ void run_plan_on_cpu(const std::vector<AttnStep>& steps, const HostAttnBuffers& 
     }
     const SoftmaxRows& r = step.rows;
     ASSERT_EQ(r.p.ld, r.t_len);
-    for (int64_t row = 0; row < r.batch * r.t_len; ++row) {
-      const int64_t z = row / r.t_len, t = row % r.t_len;
+    for (int64_t row = 0; row < r.batch * r.row_count(); ++row) {
+      const int64_t z = row / r.row_count(), t = row % r.row_count();
       float* p = hb.at(r.p, z) + t * r.t_len;
       std::array<float, WARP> part{};
-      if (step.kind == AttnStep::Kind::SoftmaxForward) {
-        for (int l = 0; l < WARP; ++l) part[l] = softmax_lane_max(p, t, l);
+      if (step.kind == AttnStep::Kind::SoftmaxForward) {  // causal_softmax_forward_kernel
+        const int64_t last = t + r.offset;
+        for (int l = 0; l < WARP; ++l) part[l] = softmax_lane_max(p, last, l);
         const float mx = butterfly(part, [](float v, float w) { return w > v ? w : v; });
-        for (int l = 0; l < WARP; ++l) part[l] = softmax_lane_exp_sum(p, t, l, mx);
+        for (int l = 0; l < WARP; ++l) part[l] = softmax_lane_exp_sum(p, last, l, mx);
         const float inv = 1.0f / lane_sum(part);
-        for (int l = 0; l < WARP; ++l) softmax_lane_write(p, t, r.t_len, l, mx, inv);
+        for (int l = 0; l < WARP; ++l) softmax_lane_write(p, last, r.t_len, l, mx, inv);
       } else {
         float* dp = hb.at(r.dp, z) + t * r.t_len;
         for (int l = 0; l < WARP; ++l) part[l] = softmax_lane_dot(p, dp, t, l);
@@ -452,23 +463,27 @@ void run_plan_on_cpu(const std::vector<AttnStep>& steps, const HostAttnBuffers& 
   }
 }
 
-// Both loop orders (over samples, batched over heads, and the reverse), and a
-// context longer than a warp so lanes wrap around the row.
+// Both loop orders (over samples, batched over heads, and the reverse), a
+// context longer than a warp so lanes wrap around the row, and grouped kv
+// heads (multi-query, groups of two: the key/value gradients summed by beta 1).
 TEST(EmulatedTransformer, AttentionPlanMatchesCpu) {
   struct Case {
-    int64_t samples, heads, t_len, width;
+    int64_t samples, heads, t_len, width, kv_heads;
   };
-  for (const Case cs : {Case{2, 3, 5, 12}, Case{3, 2, 37, 8}, Case{1, 1, 4, 4}}) {
-    SCOPED_TRACE(testing::Message() << cs.samples << " samples, " << cs.heads << " heads, T " << cs.t_len);
-    const int64_t b_n = cs.samples, h_n = cs.heads, t = cs.t_len, c = cs.width;
-    const AttnShape shape{b_n, h_n, t, c};
+  for (const Case cs : {Case{2, 3, 5, 12, 3}, Case{3, 2, 37, 8, 2}, Case{1, 1, 4, 4, 1}, Case{2, 4, 6, 16, 2},
+                        Case{3, 4, 5, 8, 1}}) {
+    SCOPED_TRACE(testing::Message() << cs.samples << " samples, " << cs.heads << " heads, " << cs.kv_heads
+                                    << " kv heads, T " << cs.t_len);
+    const int64_t b_n = cs.samples, h_n = cs.heads, t = cs.t_len, c = cs.width, kv = cs.kv_heads;
+    AttnShape shape{b_n, h_n, t, c};
+    shape.kv_heads = kv;
     const int64_t head_dim = c / h_n;  // c is a multiple of the heads
     const double scale = 1.0 / std::sqrt(double(head_dim));
-    const Tensor qkv = random(Shape{b_n, t, 3 * c}, 41, -2, 2), dout = random(Shape{b_n, t, c}, 42);
+    const Tensor qkv = random(Shape{b_n, t, shape.row()}, 41, -2, 2), dout = random(Shape{b_n, t, c}, 42);
     Tensor probs(Shape{b_n, h_n, t, t}, DType::F32), out(Shape{b_n, t, c}, DType::F32);
     Tensor dqkv(qkv.shape(), DType::F32), scratch(Shape{t, t}, DType::F32);
-    backend::attention_forward(qkv, h_n, probs, out);
-    backend::attention_backward(qkv, probs, dout, h_n, dqkv, scratch);
+    backend::attention_forward(qkv, h_n, kv, probs, out);
+    backend::attention_backward(qkv, probs, dout, h_n, kv, dqkv, scratch);
 
     Tensor probs2(probs.shape(), DType::F32), out2(out.shape(), DType::F32), dqkv2(dqkv.shape(), DType::F32);
     Tensor scratch2(Shape{attention_scratch_count(shape)}, DType::F32);
@@ -484,6 +499,125 @@ TEST(EmulatedTransformer, AttentionPlanMatchesCpu) {
     run_plan_on_cpu(attention_backward_plan(shape, scale), hb);
     expect_close(dqkv2, dqkv, 5e-5, "attention dqkv");
   }
+}
+
+// Decoding one sequence against the key/value cache (attention_decode_plan)
+// gives the CPU op's outputs and caches: a 3-position prompt, then one
+// position, with grouped kv heads.
+TEST(EmulatedTransformer, AttentionDecodePlanMatchesCpu) {
+  const int64_t heads = 4, kv = 2, d = 8, w = (heads + 2 * kv) * d, rows = 10;
+  const double scale = 1.0 / std::sqrt(double(d));
+  Tensor kc(Shape{rows, kv * d}, DType::F32), vc(kc.shape(), DType::F32);
+  Tensor kc2(kc.shape(), DType::F32), vc2(kc.shape(), DType::F32);
+  int64_t pos = 0;
+  for (const int64_t n : {int64_t(3), int64_t(1), int64_t(2)}) {
+    SCOPED_TRACE(testing::Message() << n << " positions after " << pos);
+    const Tensor qkv = random(Shape{1, n, w}, 51 + uint64_t(pos), -2, 2);
+    Tensor out(Shape{1, n, heads * d}, DType::F32), out2(out.shape(), DType::F32);
+    backend::attention_decode(qkv, heads, kv, kc, vc, pos, out);
+    Tensor scores(Shape{attention_decode_scratch_count(n, pos)}, DType::F32);
+    HostAttnBuffers hb;
+    hb.buf = {{AttnBuf::Qkv, qkv.data<float>()},
+              {AttnBuf::Out, out2.data<float>()},
+              {AttnBuf::KCache, kc2.data<float>()},
+              {AttnBuf::VCache, vc2.data<float>()},
+              {AttnBuf::Scratch, scores.data<float>()}};
+    run_plan_on_cpu(attention_decode_plan(heads, kv, d, n, pos, scale), hb);
+    expect_bitwise(kc2, kc, "key cache");
+    expect_bitwise(vc2, vc, "value cache");
+    expect_close(out2, out, 2e-5, "decoded attention");
+    pos += n;
+  }
+}
+
+// ---- llama pieces (kernels/llama.cu, llama_math.h) ---------------------------------------
+
+TEST(EmulatedLlama, RmsNormMatchesCpu) {
+  const int64_t rows = 5, width = 70;  // a width past two warps of lanes
+  const Tensor x = random(Shape{rows, width}, 61, -2, 2), w = random(Shape{width}, 62),
+               dy = random(Shape{rows, width}, 63);
+  Tensor y(x.shape(), DType::F32), rstd(Shape{rows}, DType::F32), y2(x.shape(), DType::F32),
+      rstd2(Shape{rows}, DType::F32);
+  backend::rmsnorm_forward(x, w, 1e-5, y, rstd);
+  for (int64_t r = 0; r < rows; ++r) {  // rmsnorm_forward_kernel
+    const float* in = x.data<float>() + r * width;
+    std::array<double, WARP> part{};
+    for (int l = 0; l < WARP; ++l) part[l] = rms_lane_sum_sq(in, width, l);
+    const double rs = rms_rstd(lane_sum(part), width, 1e-5);
+    for (int l = 0; l < WARP; ++l)
+      rms_lane_normalize(in, w.data<float>(), width, l, float(rs), y2.data<float>() + r * width);
+    rstd2.data<float>()[r] = float(rs);
+  }
+  expect_close(y2, y, 1e-6, "rmsnorm y");
+  expect_close(rstd2, rstd, 1e-6, "rmsnorm rstd");
+  Tensor dx = random(x.shape(), 64), dw = random(Shape{width}, 65), dx2(x.shape(), DType::F32),
+         dw2(Shape{width}, DType::F32);
+  backend::copy(dx, dx2);
+  backend::copy(dw, dw2);
+  backend::rmsnorm_backward(x, dy, w, rstd, dx, true, dw);
+  for (int64_t r = 0; r < rows; ++r) {  // rmsnorm_dx_kernel
+    const float* in = x.data<float>() + r * width;
+    const float* d = dy.data<float>() + r * width;
+    std::array<double, WARP> part{};
+    for (int l = 0; l < WARP; ++l)
+      part[l] = rms_lane_grad_sum(in, d, w.data<float>(), width, l, rstd.data<float>()[r]);
+    const float mean_gx = float(lane_sum(part) / double(width));
+    for (int l = 0; l < WARP; ++l)
+      rms_lane_dx(in, d, w.data<float>(), width, l, rstd.data<float>()[r], mean_gx, true,
+                  dx2.data<float>() + r * width);
+  }
+  expect_close(dx2, dx, 2e-5, "rmsnorm dx (accumulated)");
+  const int64_t splits = layernorm_param_splits(rows), per = (rows + splits - 1) / splits;
+  for (int64_t j = 0; j < width; ++j) {  // partials, then the finish kernel's sum in split order
+    double s = dw2.data<float>()[j];
+    for (int64_t k = 0; k < splits; ++k) {
+      const int64_t b = k * per, e = std::min(rows, b + per);
+      if (b < e)
+        s += rms_param_partial(x.data<float>(), dy.data<float>(), rstd.data<float>(), width, j, b, e);
+    }
+    dw2.data<float>()[j] = float(s);
+  }
+  // The CPU adds each row's term into dweight in float, the GPU sums its partials in double: an
+  // absolute float rounding per row of terms up to ~2 (cancelling elements can be near 0).
+  for (int64_t j = 0; j < width; ++j)
+    ASSERT_NEAR(dw2.data<float>()[j], dw.data<float>()[j], 1e-6 + 2e-5 * std::abs(dw.data<float>()[j]))
+        << "rmsnorm dweight " << j;
+}
+
+// The rotary kernel's index math (q heads, then k heads; v untouched), forward
+// and inverse, bitwise the CPU op's (the same per-pair function).
+TEST(EmulatedLlama, RotaryMatchesCpu) {
+  const int64_t b_n = 2, t = 5, heads = 4, kv = 2, d = 6, w = (heads + 2 * kv) * d;
+  const Tensor qkv = random(Shape{b_n, t, w}, 71, -2, 2), cos = random(Shape{t, d / 2}, 72),
+               sin = random(Shape{t, d / 2}, 73);
+  for (bool interleaved : {false, true})
+    for (bool inverse : {false, true}) {
+      Tensor a(qkv.shape(), DType::F32), b(qkv.shape(), DType::F32);
+      backend::copy(qkv, a);
+      backend::copy(qkv, b);
+      backend::rotary_apply(a, heads, kv, cos, sin, interleaved, inverse);
+      for (int64_t e = 0; e < b_n * t * (heads + kv) * (d / 2); ++e)
+        rotary_element(b.data<float>(), e, heads, kv, d, t, cos.data<float>(), sin.data<float>(), interleaved,
+                       inverse);
+      expect_bitwise(b, a, "rotary");
+    }
+}
+
+// SwiGLU's element functions against the CPU op in float64 (the same
+// function) and float32 (exp8 against std::exp: a few ulps).
+TEST(EmulatedLlama, SwiGluMatchesCpu) {
+  const int64_t rows = 3, f = 37;
+  const Tensor gu = random(Shape{rows, 2 * f}, 81, -6, 6), dout = random(Shape{rows, f}, 82);
+  Tensor out(Shape{rows, f}, DType::F32), out2(out.shape(), DType::F32);
+  Tensor dgu(gu.shape(), DType::F32), dgu2(gu.shape(), DType::F32);
+  backend::swiglu_forward(gu, out);
+  backend::swiglu_backward(gu, dout, dgu);
+  for (int64_t e = 0; e < rows * f; ++e) {
+    swiglu_forward_element(gu.data<float>(), out2.data<float>(), e, f);
+    swiglu_backward_element(gu.data<float>(), dout.data<float>(), dgu2.data<float>(), e, f);
+  }
+  expect_close(out2, out, 1e-6, "swiglu");
+  expect_close(dgu2, dgu, 1e-6, "swiglu backward");
 }
 
 }  // namespace

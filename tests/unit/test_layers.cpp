@@ -82,7 +82,8 @@ TEST(LayerGrad, ConvInChunks) {
 
 TEST(LayerGrad, Pooling) {
   check(layer_args("maxpool", {2}), Shape{2, 4, 6}, 2);
-  check(layer_args("maxpool", {3}, {{"stride", 2}}), Shape{2, 5, 7}, 2);  // overlapping windows
+  check(layer_args("maxpool", {3}, {{"stride", 2}}), Shape{2, 5, 7}, 2);              // overlapping windows
+  check(layer_args("maxpool", {3}, {{"stride", 2}, {"pad", 1}}), Shape{2, 6, 8}, 2);  // ResNet's stem pool
   check(layer_args("avgpool", {2}), Shape{2, 4, 6}, 2);
   check(layer_args("avgpool", {3}, {{"stride", 1}}), Shape{1, 4, 5}, 2);
   check(layer_args("gap"), Shape{3, 3, 4}, 2);
@@ -448,6 +449,10 @@ TEST(LayerArgs, BadArgumentsNameTheLayer) {
   expect_layer_error(layer_args("conv", {32, 3}), Shape{784}, "needs a CxHxW input, got 784");
   expect_layer_error(layer_args("maxpool", {2}), Shape{3, 7, 7}, "do not tile the 7x7 input");
   expect_layer_error(layer_args("avgpool", {4}), Shape{3, 3, 3}, "kernel 4 larger");
+  expect_layer_error(layer_args("avgpool", {3}, {{"pad", 1}}), Shape{3, 8, 8}, "pad applies to maxpool only");
+  expect_layer_error(layer_args("maxpool", {3}, {{"pad", 2}}), Shape{3, 8, 8}, "at most half the kernel");
+  expect_layer_error(layer_args("maxpool", {3}, {{"stride", 3}, {"pad", 1}}), Shape{3, 9, 9}, "do not tile");
+  expect_layer_error(layer_args("bn", {}, {{"gamma", 0.5}}), Shape{4}, "must be 1 or 0");
   expect_layer_error(layer_args("gap"), Shape{10}, "needs a CxHxW input");
   expect_layer_error(layer_args("dropout", {1}), Shape{4}, "p must be in [0, 1)");
   expect_layer_error(layer_args("dropout", {-0.1}), Shape{4}, "p must be in [0, 1)");
@@ -467,6 +472,8 @@ TEST(LayerArgs, SpecRoundTrip) {
       {layer_args("conv", {8, 1, 2, 0, 0}), "conv(8,1,stride=2,pad=0,bias=0)"},
       {layer_args("linear", {10}), "linear(10)"},
       {layer_args("maxpool", {3}, {{"stride", 2}}), "maxpool(3,stride=2)"},
+      {layer_args("maxpool", {3}, {{"stride", 2}, {"pad", 1}}), "maxpool(3,stride=2,pad=1)"},
+      {layer_args("bn", {}, {{"gamma", 0}}), "bn(gamma=0)"},
       {layer_args("dropout", {0.25}), "dropout(0.25)"},
       {layer_args("dropout", {0.123456789}),
        "dropout(0.123456789)"},  // exact: specs are stored in checkpoints

@@ -53,7 +53,7 @@ int64_t plan(int64_t item, int64_t* out) {
 
 // x[i][j] = index·100 + j, y[i] = index; sleeps a pseudo-random while so that workers finish out of order.
 GatherFn fake_gather(std::atomic<int>* calls = nullptr, int throw_at_index = -1) {
-  return [=](const int64_t* idx, int64_t n, const Tensor& x, const Tensor& y) {
+  return [=](int64_t, const int64_t* idx, int64_t n, const Tensor& x, const Tensor& y) {
     if (calls) ++*calls;
     hpc::Rng rng(static_cast<uint64_t>(idx[0]));
     std::this_thread::sleep_for(std::chrono::microseconds(rng.below(3000)));
@@ -168,7 +168,7 @@ TEST(Loader, PlanExceptionAndStopWithBlockedWorkersDoNotHang) {
 TEST(Loader, MeasuresTheWait) {
   within_seconds(60, [] {
     // Slow data, fast consumer: every item is waited for.
-    GatherFn slow = [](const int64_t*, int64_t, const Tensor&, const Tensor&) {
+    GatherFn slow = [](int64_t, const int64_t*, int64_t, const Tensor&, const Tensor&) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     };
     Loader starved(layout(), slow, {1, 2, nullptr});
@@ -227,7 +227,8 @@ TEST(Loader, BuffersComeFromTheAllocatorHookPreTouched) {
   }
   EXPECT_EQ(alloc->frees.load(), alloc->allocs.load());
 
-  Loader check(layout(), [](const int64_t*, int64_t, const Tensor&, const Tensor&) {}, {1, 1, alloc});
+  Loader check(layout(), [](int64_t, const int64_t*, int64_t, const Tensor&, const Tensor&) {},
+               {1, 1, alloc});
   check.start(0, 1, plan);
   const Batch& b = check.next();  // gather wrote nothing: the buffers must read as zero, not 0xAB
   for (int64_t i = 0; i < ROWS * FEATURES; ++i) EXPECT_EQ(b.x.data<float>()[i], 0.0f);

@@ -166,8 +166,8 @@ TEST(TileGemm, Float32AttentionMatchesFloat64) {
         *probs = Tensor(Shape{b, heads, t, t}, dt);
         *out = Tensor(Shape{b, t, c}, dt);
         *dqkv = Tensor(qkv.shape(), dt);
-        backend::attention_forward(x, heads, *probs, *out);
-        backend::attention_backward(x, *probs, g, heads, *dqkv, Tensor(Shape{t, t}, dt));
+        backend::attention_forward(x, heads, heads, *probs, *out);
+        backend::attention_backward(x, *probs, g, heads, heads, *dqkv, Tensor(Shape{t, t}, dt));
       };
       Tensor p32, o32, g32, p64, o64, g64;
       attention(DType::F32, &p32, &o32, &g32);

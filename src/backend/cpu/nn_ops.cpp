@@ -148,18 +148,20 @@ void max_pool_forward(const Tensor& x, const kernels::PoolShape& g, const Tensor
       const T* in = x.data<T>() + p * plane;
       T* out = y.data<T>() + p * ho * wo;
       int32_t* arg = argmax.data<int32_t>() + p * ho * wo;
-      if (g.kernel == 2 && g.stride == 2) {
+      if (g.kernel == 2 && g.stride == 2 && g.pad == 0) {
         max_pool_2x2(in, g.width, ho, wo, out, arg);
         continue;
       }
       for (int64_t oh = 0; oh < ho; ++oh)
         for (int64_t ow = 0; ow < wo; ++ow) {
-          int64_t best = oh * g.stride * g.width + ow * g.stride;
-          for (int64_t ki = 0; ki < g.kernel; ++ki) {
-            const int64_t row = (oh * g.stride + ki) * g.width + ow * g.stride;
-            for (int64_t kj = 0; kj < g.kernel; ++kj)
-              if (in[row + kj] > in[best]) best = row + kj;
-          }
+          // The window clipped to the image: padding never wins.
+          const int64_t top = oh * g.stride - g.pad, left = ow * g.stride - g.pad;
+          const int64_t y0 = std::max<int64_t>(top, 0), y1 = std::min(top + g.kernel, g.height);
+          const int64_t x0 = std::max<int64_t>(left, 0), x1 = std::min(left + g.kernel, g.width);
+          int64_t best = y0 * g.width + x0;
+          for (int64_t r = y0; r < y1; ++r)
+            for (int64_t c = x0; c < x1; ++c)
+              if (in[r * g.width + c] > in[best]) best = r * g.width + c;
           out[oh * wo + ow] = in[best];
           arg[oh * wo + ow] = static_cast<int32_t>(best);
         }

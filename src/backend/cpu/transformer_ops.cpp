@@ -1,6 +1,10 @@
 // CPU transformer ops: embedding gathers, LayerNorm rows, and causal
 // attention as per-(sample, head) matrix products on strided views of the
-// packed qkv rows (no copies into per-head buffers but Kᵀ and Vᵀ).
+// packed qkv rows (no copies into per-head buffers but Kᵀ and Vᵀ), with
+// grouped-query attention (a key/value head shared by a group of query
+// heads: transposed once per group in forward, its gradient summed over the group
+// in backward) and the incremental decoding of hpctrain sample (the new
+// positions against a key/value cache, in OpenBLAS).
 //
 // Attention keeps the T×T probability matrix of every (sample, head) for
 // backward (as PyTorch's unfused path does) instead of recomputing it as
@@ -17,6 +21,8 @@
 // vector registers of partial sums (moment, dot_sums; float64 keeps
 // row_sum's eight scalars).
 #include "backend/ops_impl.h"
+
+#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
@@ -36,6 +42,19 @@ template <typename T>
 void product(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_rows, int64_t a_cols, const T* b,
              int64_t ldb, T* c, int64_t ldc, Causal causal) {
   kernel_table<T>().tile_product(m, n, k, alpha, StridedA<T>{a, a_rows, a_cols}, b, ldb, c, ldc, causal);
+}
+
+// C = alpha·op(A)·op(B) + beta·C on row-major matrices with leading dimensions (OpenBLAS).
+template <typename T>
+void gemm_rows(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+               const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  const auto op_a = ta ? CblasTrans : CblasNoTrans, op_b = tb ? CblasTrans : CblasNoTrans;
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, op_a, op_b, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c,
+                int(ldc));
+  else
+    cblas_dgemm(CblasRowMajor, op_a, op_b, int(m), int(n), int(k), alpha, a, int(lda), b, int(ldb), beta, c,
+                int(ldc));
 }
 
 // The t_len×d head starting at x (rows ld apart) transposed into a d×t_len
@@ -152,18 +171,51 @@ int64_t token_id(const T* ids, int64_t i, int64_t vocab) {
   return static_cast<int64_t>(v);
 }
 
+// The attention layout of qkv rows (ops.def): H query heads, then KV key
+// heads, then KV value heads, d columns each; query head h reads key/value
+// head h / (H / KV).
+struct HeadLayout {
+  int64_t heads, kv_heads, d;
+  int64_t row() const { return (heads + 2 * kv_heads) * d; }
+  int64_t q_width() const { return heads * d; }
+  int64_t group() const { return heads / kv_heads; }
+  int64_t q(int64_t h) const { return h * d; }
+  int64_t k(int64_t h) const { return (heads + h / group()) * d; }
+  int64_t v(int64_t h) const { return (heads + kv_heads + h / group()) * d; }
+};
+
+HeadLayout head_layout(const Tensor& qkv, int64_t heads, int64_t kv_heads, const char* op) {
+  HPC_ASSERT(heads > 0 && kv_heads > 0 && heads % kv_heads == 0,
+             std::string(op) + ": heads not a multiple of kv_heads");
+  const int64_t c3 = qkv.shape()[qkv.shape().rank() - 1], d = c3 / (heads + 2 * kv_heads);
+  HPC_ASSERT(d > 0 && c3 == (heads + 2 * kv_heads) * d, std::string(op) + ": qkv width");
+  return {heads, kv_heads, d};
+}
+
+// c[i] += v[i] for n values (a shared key/value head's gradient over its group).
+template <typename T>
+void add_rows(const T* v, int64_t rows, int64_t cols, T* c, int64_t ldc) {
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) c[i * ldc + j] += v[i * cols + j];
+}
+
 }  // namespace
 
 void embedding_forward(const Tensor& ids, const Tensor& wte, const Tensor& wpe, const Tensor& y) {
   const int64_t c = wte.shape()[1], vocab = wte.shape()[0], bt = ids.count();
   const int64_t t_len = ids.shape().rank() > 1 ? ids.shape()[1] : bt;
-  HPC_ASSERT(y.count() == bt * c && wpe.shape()[1] == c && wpe.shape()[0] >= t_len, "embedding: shapes");
+  HPC_ASSERT(y.count() == bt * c && (!wpe.defined() || (wpe.shape()[1] == c && wpe.shape()[0] >= t_len)),
+             "embedding: shapes");
   dispatch_float(y.dtype(), "embedding_forward", [&]<typename T>() {
     const T* id = ids.data<T>();
     for (int64_t i = 0; i < bt; ++i) {
       const T* tok = wte.data<T>() + token_id(id, i, vocab) * c;
-      const T* pos = wpe.data<T>() + (i % t_len) * c;
       T* out = y.data<T>() + i * c;
+      if (!wpe.defined()) {
+        std::copy_n(tok, c, out);
+        continue;
+      }
+      const T* pos = wpe.data<T>() + (i % t_len) * c;
       for (int64_t j = 0; j < c; ++j) out[j] = tok[j] + pos[j];
     }
   });
@@ -177,11 +229,10 @@ void embedding_backward(const Tensor& ids, const Tensor& dy, const Tensor& dwte,
     for (int64_t i = 0; i < bt; ++i) {
       const T* g = dy.data<T>() + i * c;
       T* tok = dwte.data<T>() + token_id(id, i, vocab) * c;
+      for (int64_t j = 0; j < c; ++j) tok[j] += g[j];
+      if (!dwpe.defined()) continue;
       T* pos = dwpe.data<T>() + (i % t_len) * c;
-      for (int64_t j = 0; j < c; ++j) {
-        tok[j] += g[j];
-        pos[j] += g[j];
-      }
+      for (int64_t j = 0; j < c; ++j) pos[j] += g[j];
     }
   });
 }
@@ -246,52 +297,67 @@ void layernorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
   });
 }
 
-void attention_forward(const Tensor& qkv, int64_t heads, const Tensor& probs, const Tensor& out) {
-  const int64_t b_n = qkv.shape()[0], t_len = qkv.shape()[1], c3 = qkv.shape()[2], c = c3 / 3, d = c / heads;
-  HPC_ASSERT(c3 == 3 * c && c == heads * d && out.count() == b_n * t_len * c &&
-                 probs.count() >= b_n * heads * t_len * t_len,
+void attention_forward(const Tensor& qkv, int64_t heads, int64_t kv_heads, const Tensor& probs,
+                       const Tensor& out) {
+  const HeadLayout l = head_layout(qkv, heads, kv_heads, "attention_forward");
+  const int64_t b_n = qkv.shape()[0], t_len = qkv.shape()[1], c3 = l.row(), cq = l.q_width(), d = l.d;
+  HPC_ASSERT(out.count() == b_n * t_len * cq && probs.count() >= b_n * heads * t_len * t_len,
              "attention_forward: shapes");
   dispatch_float(out.dtype(), "attention_forward", [&]<typename T>() {
     const T inv_sqrt_d = T(1.0 / std::sqrt(double(d)));
-    for (int64_t b = 0; b < b_n; ++b)
+    for (int64_t b = 0; b < b_n; ++b) {
+      const T* row0 = qkv.data<T>() + b * t_len * c3;
+      const T* kt = nullptr;
       for (int64_t h = 0; h < heads; ++h) {
-        const T* q = qkv.data<T>() + b * t_len * c3 + h * d;
-        const T* k = q + c;
-        const T* v = q + 2 * c;
+        const T* q = row0 + l.q(h);
+        const T* v = row0 + l.v(h);
+        if (h % l.group() == 0) kt = transposed(row0 + l.k(h), t_len, d, c3);  // once per key head
         T* p = probs.data<T>() + (b * heads + h) * t_len * t_len;
-        product<T>(t_len, t_len, d, inv_sqrt_d, q, c3, 1, transposed(k, t_len, d, c3), t_len, p, t_len,
+        product<T>(t_len, t_len, d, inv_sqrt_d, q, c3, 1, kt, t_len, p, t_len,
                    Causal::LowerOut);  // S = Q·Kᵀ/√d
-        kernel_table<T>().causal_softmax(p, t_len);
-        product<T>(t_len, d, t_len, T(1), p, t_len, 1, v, c3, out.data<T>() + b * t_len * c + h * d, c,
+        kernel_table<T>().causal_softmax(p, t_len, t_len, 0);
+        product<T>(t_len, d, t_len, T(1), p, t_len, 1, v, c3, out.data<T>() + b * t_len * cq + h * d, cq,
                    Causal::LowerA);  // O = P·V
       }
+    }
   });
 }
 
 void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dout, int64_t heads,
-                        const Tensor& dqkv, const Tensor& scratch) {
-  const int64_t b_n = qkv.shape()[0], t_len = qkv.shape()[1], c3 = qkv.shape()[2], c = c3 / 3, d = c / heads;
+                        int64_t kv_heads, const Tensor& dqkv, const Tensor& scratch) {
+  const HeadLayout l = head_layout(qkv, heads, kv_heads, "attention_backward");
+  const int64_t b_n = qkv.shape()[0], t_len = qkv.shape()[1], c3 = l.row(), cq = l.q_width(), d = l.d;
   HPC_ASSERT(
-      dqkv.count() == qkv.count() && dout.count() == b_n * t_len * c && scratch.count() >= t_len * t_len,
+      dqkv.count() == qkv.count() && dout.count() == b_n * t_len * cq && scratch.count() >= t_len * t_len,
       "attention_backward: shapes");
   dispatch_float(dqkv.dtype(), "attention_backward", [&]<typename T>() {
     const T inv_sqrt_d = T(1.0 / std::sqrt(double(d)));
     T* dp = scratch.data<T>();
+    // A key/value head shared by a group: its first query head writes dK and
+    // dV, the others' products go through this buffer and are added.
+    thread_local std::vector<T> part;
+    if (l.group() > 1) part.resize(size_t(t_len * d));
     for (int64_t b = 0; b < b_n; ++b)
       for (int64_t h = 0; h < heads; ++h) {
-        const int64_t base = b * t_len * c3 + h * d;
-        const T* q = qkv.data<T>() + base;
-        const T* k = q + c;
-        const T* v = q + 2 * c;
-        T* dq = dqkv.data<T>() + base;
-        T* dk = dq + c;
-        T* dv = dq + 2 * c;
+        const T* row0 = qkv.data<T>() + b * t_len * c3;
+        T* drow0 = dqkv.data<T>() + b * t_len * c3;
+        const T* q = row0 + l.q(h);
+        const T* k = row0 + l.k(h);
+        const T* v = row0 + l.v(h);
+        T* dq = drow0 + l.q(h);
+        T* dk = drow0 + l.k(h);
+        T* dv = drow0 + l.v(h);
+        const bool first = h % l.group() == 0;
+        T* dk_out = first ? dk : part.data();
+        T* dv_out = first ? dv : part.data();
+        const int64_t ld_part = first ? c3 : d;
         const T* p = probs.data<T>() + (b * heads + h) * t_len * t_len;
-        const T* dgo = dout.data<T>() + b * t_len * c + h * d;
+        const T* dgo = dout.data<T>() + b * t_len * cq + h * d;
         // dP = dO·Vᵀ and dV = Pᵀ·dO.
-        product<T>(t_len, t_len, d, T(1), dgo, c, 1, transposed(v, t_len, d, c3), t_len, dp, t_len,
+        product<T>(t_len, t_len, d, T(1), dgo, cq, 1, transposed(v, t_len, d, c3), t_len, dp, t_len,
                    Causal::LowerOut);
-        product<T>(t_len, d, t_len, T(1), p, 1, t_len, dgo, c, dv, c3, Causal::UpperA);
+        product<T>(t_len, d, t_len, T(1), p, 1, t_len, dgo, cq, dv_out, ld_part, Causal::UpperA);
+        if (!first) add_rows(part.data(), t_len, d, dv, c3);
         // Softmax backward per row, into dP's storage: dS = P ⊙ (dP − Σ P·dP); 0 above the diagonal.
         for (int64_t t = 0; t < t_len; ++t) {
           const T* pr = p + t * t_len;
@@ -302,8 +368,38 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& do
         }
         // dQ = dS·K/√d and dK = dSᵀ·Q/√d.
         product<T>(t_len, d, t_len, inv_sqrt_d, dp, t_len, 1, k, c3, dq, c3, Causal::LowerA);
-        product<T>(t_len, d, t_len, inv_sqrt_d, dp, 1, t_len, q, c3, dk, c3, Causal::UpperA);
+        product<T>(t_len, d, t_len, inv_sqrt_d, dp, 1, t_len, q, c3, dk_out, ld_part, Causal::UpperA);
+        if (!first) add_rows(part.data(), t_len, d, dk, c3);
       }
+  });
+}
+
+void attention_decode(const Tensor& qkv, int64_t heads, int64_t kv_heads, const Tensor& k_cache,
+                      const Tensor& v_cache, int64_t pos, const Tensor& out) {
+  const HeadLayout l = head_layout(qkv, heads, kv_heads, "attention_decode");
+  const int64_t n = qkv.count() / l.row(), kvw = kv_heads * l.d, len = pos + n, c3 = l.row(), d = l.d;
+  HPC_ASSERT(qkv.shape()[0] == 1 && out.count() == n * l.q_width() && k_cache.shape()[1] == kvw &&
+                 v_cache.shape() == k_cache.shape() && k_cache.shape()[0] >= len && pos >= 0,
+             "attention_decode: shapes");
+  dispatch_float(out.dtype(), "attention_decode", [&]<typename T>() {
+    const T* x = qkv.data<T>();
+    T *kc = k_cache.data<T>(), *vc = v_cache.data<T>();
+    for (int64_t i = 0; i < n; ++i) {  // the new positions' keys and values into the cache
+      std::copy_n(x + i * c3 + l.k(0), kvw, kc + (pos + i) * kvw);
+      std::copy_n(x + i * c3 + l.v(0), kvw, vc + (pos + i) * kvw);
+    }
+    thread_local std::vector<T> scores;
+    scores.resize(size_t(n * len));
+    const T inv_sqrt_d = T(1.0 / std::sqrt(double(d)));
+    for (int64_t h = 0; h < heads; ++h) {
+      const int64_t g = h / l.group();
+      T* s = scores.data();
+      // S = Q·Kᵀ/√d over the cache, then row i's causal softmax over s ≤ pos + i, then O = S·V.
+      gemm_rows(false, true, n, len, d, inv_sqrt_d, x + l.q(h), c3, kc + g * d, kvw, T(0), s, len);
+      kernel_table<T>().causal_softmax(s, n, len, pos);  // row i sees positions ≤ pos + i
+      gemm_rows(false, false, n, d, len, T(1), s, len, vc + g * d, kvw, T(0), out.data<T>() + h * d,
+                l.q_width());
+    }
   });
 }
 

@@ -53,7 +53,8 @@ struct EmbeddingShape {
 EmbeddingShape embedding_shape(const Tensor& ids, const Tensor& wte, const Tensor& wpe, const char* op) {
   const EmbeddingShape s{wte.shape()[1], wte.shape()[0], ids.count(),
                          ids.shape().rank() > 1 ? ids.shape()[1] : ids.count()};
-  HPC_ASSERT(wpe.shape()[1] == s.width && wpe.shape()[0] >= s.t_len && s.t_len > 0 && s.tokens % s.t_len == 0,
+  HPC_ASSERT((!wpe.defined() || (wpe.shape()[1] == s.width && wpe.shape()[0] >= s.t_len)) && s.t_len > 0 &&
+                 s.tokens % s.t_len == 0,
              std::string(op) + ": shapes");
   HPC_ASSERT(s.vocab < INT32_MAX && s.tokens < INT32_MAX, std::string(op) + ": sizes past int32");
   return s;
@@ -92,6 +93,8 @@ struct AttnBuffers {
   void* dout = nullptr;
   void* dqkv = nullptr;
   void* scratch = nullptr;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
   size_t elem = 0;
   void* at(const kernels::AttnOperand& o) const {
     void* base = nullptr;
@@ -113,6 +116,12 @@ struct AttnBuffers {
         break;
       case kernels::AttnBuf::Scratch:
         base = scratch;
+        break;
+      case kernels::AttnBuf::KCache:
+        base = k_cache;
+        break;
+      case kernels::AttnBuf::VCache:
+        base = v_cache;
         break;
     }
     HPC_ASSERT(base != nullptr, "attention (CUDA): a plan step names a buffer this op has not");
@@ -150,8 +159,16 @@ void run_plan(const std::vector<kernels::AttnStep>& steps, const AttnBuffers& bu
         break;
       case kernels::AttnStep::Kind::SoftmaxForward:
         HPC_ASSERT(r.p.ld == r.t_len, "attention (CUDA): softmax rows must be contiguous");
-        kernels::causal_softmax_forward(static_cast<T*>(buf.at(r.p)), r.batch, r.p.batch_stride, r.t_len, s);
+        kernels::causal_softmax_forward(static_cast<T*>(buf.at(r.p)), r.batch, r.p.batch_stride,
+                                        r.row_count(), r.t_len, r.offset, s);
         break;
+      case kernels::AttnStep::Kind::Copy: {
+        const kernels::RowCopy& c = step.row_copy;
+        cudaCheck(cudaMemcpy2DAsync(buf.at(c.dst), size_t(c.dst.ld) * sizeof(T), buf.at(c.src),
+                                    size_t(c.src.ld) * sizeof(T), size_t(c.cols) * sizeof(T), size_t(c.rows),
+                                    cudaMemcpyDeviceToDevice, s));
+        break;
+      }
       case kernels::AttnStep::Kind::SoftmaxBackward:
         HPC_ASSERT(r.p.ld == r.t_len && r.dp.ld == r.t_len,
                    "attention (CUDA): softmax rows must be contiguous");
@@ -163,9 +180,14 @@ void run_plan(const std::vector<kernels::AttnStep>& steps, const AttnBuffers& bu
   }
 }
 
-kernels::AttnShape attn_shape(const Tensor& qkv, int64_t heads) {
-  const int64_t c3 = qkv.shape()[2];
-  return {qkv.shape()[0], heads, qkv.shape()[1], c3 / 3};
+kernels::AttnShape attn_shape(const Tensor& qkv, int64_t heads, int64_t kv_heads, const char* op) {
+  HPC_ASSERT(heads > 0 && kv_heads > 0 && heads % kv_heads == 0,
+             std::string(op) + ": heads not a multiple of kv_heads");
+  const int64_t w = qkv.shape()[2], d = w / (heads + 2 * kv_heads);
+  HPC_ASSERT(d > 0 && w == (heads + 2 * kv_heads) * d, std::string(op) + ": qkv width");
+  kernels::AttnShape s{qkv.shape()[0], heads, qkv.shape()[1], heads * d};
+  s.kv_heads = kv_heads;
+  return s;
 }
 
 }  // namespace
@@ -245,29 +267,28 @@ void layernorm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma, 
   });
 }
 
-void attention_forward(const Tensor& qkv, int64_t heads, const Tensor& probs, const Tensor& out) {
+void attention_forward(const Tensor& qkv, int64_t heads, int64_t kv_heads, const Tensor& probs,
+                       const Tensor& out) {
   require_device("attention_forward", {&qkv, &probs, &out});
-  const kernels::AttnShape s = attn_shape(qkv, heads);
-  const int64_t c = s.width, d = c / heads;
-  HPC_ASSERT(qkv.shape()[2] == 3 * c && c == heads * d && out.count() == s.samples * s.t_len * c &&
-                 probs.count() >= s.samples * heads * s.t_len * s.t_len,
-             "attention_forward: shapes");
+  const kernels::AttnShape s = attn_shape(qkv, heads, kv_heads, "attention_forward");
+  HPC_ASSERT(
+      out.count() == s.samples * s.t_len * s.width && probs.count() >= s.samples * heads * s.t_len * s.t_len,
+      "attention_forward: shapes");
   dispatch_storage(out.dtype(), "attention_forward", [&]<typename T>() {
     AttnBuffers buf;
     buf.qkv = ptr<T>(qkv, "attention_forward");
     buf.probs = ptr<T>(probs, "attention_forward");
     buf.out = ptr<T>(out, "attention_forward");
     buf.elem = sizeof(T);
-    run_plan<T>(kernels::attention_forward_plan(s, 1.0 / std::sqrt(double(d))), buf);
+    run_plan<T>(kernels::attention_forward_plan(s, 1.0 / std::sqrt(double(s.d()))), buf);
   });
 }
 
 void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& dout, int64_t heads,
-                        const Tensor& dqkv, const Tensor& scratch) {
+                        int64_t kv_heads, const Tensor& dqkv, const Tensor& scratch) {
   require_device("attention_backward", {&qkv, &probs, &dout, &dqkv, &scratch});
-  const kernels::AttnShape s = attn_shape(qkv, heads);
-  const int64_t c = s.width, d = c / heads;
-  HPC_ASSERT(dqkv.count() == qkv.count() && dout.count() == s.samples * s.t_len * c &&
+  const kernels::AttnShape s = attn_shape(qkv, heads, kv_heads, "attention_backward");
+  HPC_ASSERT(dqkv.count() == qkv.count() && dout.count() == s.samples * s.t_len * s.width &&
                  probs.count() >= s.samples * heads * s.t_len * s.t_len,
              "attention_backward: shapes");
   dispatch_storage(dqkv.dtype(), "attention_backward", [&]<typename T>() {
@@ -278,7 +299,27 @@ void attention_backward(const Tensor& qkv, const Tensor& probs, const Tensor& do
     buf.dqkv = ptr<T>(dqkv, "attention_backward");
     buf.scratch = Context::get().scratch(size_t(kernels::attention_scratch_count(s)) * sizeof(T));
     buf.elem = sizeof(T);
-    run_plan<T>(kernels::attention_backward_plan(s, 1.0 / std::sqrt(double(d))), buf);
+    run_plan<T>(kernels::attention_backward_plan(s, 1.0 / std::sqrt(double(s.d()))), buf);
+  });
+}
+
+void attention_decode(const Tensor& qkv, int64_t heads, int64_t kv_heads, const Tensor& k_cache,
+                      const Tensor& v_cache, int64_t pos, const Tensor& out) {
+  require_device("attention_decode", {&qkv, &k_cache, &v_cache, &out});
+  const kernels::AttnShape s = attn_shape(qkv, heads, kv_heads, "attention_decode");
+  const int64_t n = s.t_len, d = s.d();
+  HPC_ASSERT(s.samples == 1 && out.count() == n * s.width && k_cache.shape()[1] == kv_heads * d &&
+                 v_cache.shape() == k_cache.shape() && k_cache.shape()[0] >= pos + n && pos >= 0,
+             "attention_decode: shapes");
+  dispatch_storage(out.dtype(), "attention_decode", [&]<typename T>() {
+    AttnBuffers buf;
+    buf.qkv = ptr<T>(qkv, "attention_decode");
+    buf.k_cache = ptr<T>(k_cache, "attention_decode");
+    buf.v_cache = ptr<T>(v_cache, "attention_decode");
+    buf.out = ptr<T>(out, "attention_decode");
+    buf.scratch = Context::get().scratch(size_t(kernels::attention_decode_scratch_count(n, pos)) * sizeof(T));
+    buf.elem = sizeof(T);
+    run_plan<T>(kernels::attention_decode_plan(heads, kv_heads, d, n, pos, 1.0 / std::sqrt(double(d))), buf);
   });
 }
 

@@ -2,6 +2,10 @@
 // eps 1e-5, momentum 0.1, biased variance to normalise, unbiased variance in
 // the running estimate, batch statistics in training and running ones in eval.
 //
+// bn(gamma=0) starts the scale at 0 instead of 1: the last bn of a residual
+// branch so initialised makes the block the identity at the start (Goyal et
+// al. 2017; torchvision's zero_init_residual).
+//
 // SyncBatchNorm is the same layer with ctx.sum_over_replicas set: the per-channel
 // [Σx, Σx², count] are all-reduced before the mean and variance are formed,
 // and [Σdy, Σdy·x̂] before dx is formed. Every rank then computes exactly
@@ -23,11 +27,14 @@
 namespace hpc::nn {
 
 BatchNorm::BatchNorm(const LayerArgs& args) {
-  ArgReader r(args, {"eps", "momentum"});
+  ArgReader r(args, {"eps", "momentum", "gamma"});
   text_ = r.text();
   eps_ = r.real_or("eps", 1e-5);
   momentum_ = r.real_or("momentum", 0.1);
+  const double gamma = r.real_or("gamma", 1.0);
   r.finish();
+  if (gamma != 0 && gamma != 1) r.fail("gamma (the initial scale) must be 1 or 0, got " + number_text(gamma));
+  zero_gamma_ = gamma == 0;
   if (eps_ <= 0) r.fail("eps must be > 0, got " + number_text(eps_));
   if (momentum_ < 0 || momentum_ > 1) r.fail("momentum must be in [0, 1], got " + number_text(momentum_));
 }
@@ -36,6 +43,7 @@ std::string BatchNorm::spec() const {
   std::string s;
   if (eps_ != 1e-5) s += "eps=" + number_text(eps_);
   if (momentum_ != 0.1) s += (s.empty() ? "" : ",") + std::string("momentum=") + number_text(momentum_);
+  if (zero_gamma_) s += (s.empty() ? "" : ",") + std::string("gamma=0");
   return s.empty() ? "bn" : "bn(" + s + ")";
 }
 
@@ -59,7 +67,7 @@ Shape BatchNorm::build(const Shape& in, DType dtype) {
 }
 
 std::vector<ParamSpec> BatchNorm::param_specs() const {
-  return {{"gamma", Shape{channels_}, Init::Ones, channels_, channels_, false},
+  return {{"gamma", Shape{channels_}, zero_gamma_ ? Init::Zeros : Init::Ones, channels_, channels_, false},
           {"beta", Shape{channels_}, Init::Zeros, channels_, channels_, false}};
 }
 

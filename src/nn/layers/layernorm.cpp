@@ -5,7 +5,7 @@
 #include "backend/ops.h"
 #include "core/error.h"
 #include "nn/layers/layer_util.h"
-#include "nn/layers/transformer.h"
+#include "nn/layers/transformer_pieces.h"
 
 namespace hpc::nn {
 
@@ -54,10 +54,6 @@ void LayerNorm::backward_into(const Tensor& x, const Tensor& dy, const Tensor& d
   HPC_ASSERT(mean_.defined() && mean_.count() >= rows, "ln: backward before forward");
   backend::layernorm_backward(x, dy, gamma_, mean_.slice(0, Shape{rows}), rstd_.slice(0, Shape{rows}), dx,
                               accumulate, dgamma_, dbeta_);
-}
-
-void LayerNorm::backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tensor& dx, const RunCtx&) {
-  backward_into(x, dy, dx, false);
 }
 
 }  // namespace hpc::nn

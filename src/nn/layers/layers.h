@@ -133,6 +133,7 @@ class BatchNorm final : public Layer {
 
   std::string text_;
   double eps_ = 1e-5, momentum_ = 0.1;
+  bool zero_gamma_ = false;  // bn(gamma=0): gamma starts at 0
   int64_t channels_ = 0, spatial_ = 1;
   bool image_ = false;  // a CxHxW input (which may be channel-blocked)
   Tensor gamma_, beta_, dgamma_, dbeta_;

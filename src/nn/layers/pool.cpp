@@ -1,8 +1,11 @@
-// Pooling layers: maxpool(k, stride=k), avgpool(k, stride=k) and gap.
+// Pooling layers: maxpool(k, stride=k, pad=0), avgpool(k, stride=k) and gap.
 //
-// The windows must tile the input exactly ((H − k) divisible by the stride):
-// PyTorch silently drops the last rows/columns otherwise, which in a spec
-// is nearly always a mistake in the arithmetic of the layer sizes.
+// The windows must cover every input row and column: PyTorch silently drops
+// the last rows/columns otherwise, which in a spec is nearly always a
+// mistake in the arithmetic of the layer sizes. Without padding that means
+// (H − k) divisible by the stride; with it (ResNet's stem, maxpool(3,
+// stride=2, pad=1)) only a window's reach into the bottom/right padding may
+// be cut. Padding is for max pooling only (padded positions never win).
 #include "core/error.h"
 #include "nn/layers/layer_util.h"
 #include "nn/layers/layers.h"
@@ -10,27 +13,33 @@
 namespace hpc::nn {
 
 Pool2d::Pool2d(Kind kind, const LayerArgs& args) : kind_(kind) {
-  ArgReader r(args, {"kernel", "stride"});
+  ArgReader r(args, {"kernel", "stride", "pad"});
   text_ = r.text();
   geom_.kernel = r.required_int("kernel", 1);
   geom_.stride = r.int_or("stride", geom_.kernel, 1);
+  geom_.pad = r.int_or("pad", 0, 0);
   r.finish();
+  if (geom_.pad > 0 && kind_ != Kind::Max) r.fail("pad applies to maxpool only");
+  if (2 * geom_.pad > geom_.kernel) r.fail("pad must be at most half the kernel (PyTorch's rule)");
 }
 
 std::string Pool2d::spec() const {
   std::string s = (kind_ == Kind::Max ? "maxpool(" : "avgpool(") + std::to_string(geom_.kernel);
   if (geom_.stride != geom_.kernel) s += ",stride=" + std::to_string(geom_.stride);
+  if (geom_.pad > 0) s += ",pad=" + std::to_string(geom_.pad);
   return s + ")";
 }
 
 Shape Pool2d::build(const Shape& in, DType) {
   if (in.rank() != 3) throw_layer_error(text_, "needs a CxHxW input, got " + in.str());
-  geom_ = kernels::PoolShape::make(in[0], in[1], in[2], geom_.kernel, geom_.stride);
+  geom_ = kernels::PoolShape::make(in[0], in[1], in[2], geom_.kernel, geom_.stride, geom_.pad);
   const std::string k = std::to_string(geom_.kernel),
                     hw = std::to_string(in[1]) + "x" + std::to_string(in[2]);
-  if (geom_.kernel > geom_.height || geom_.kernel > geom_.width)
+  if (geom_.kernel > geom_.height + 2 * geom_.pad || geom_.kernel > geom_.width + 2 * geom_.pad)
     throw_layer_error(text_, "kernel " + k + " larger than the " + hw + " input");
-  if ((geom_.height - geom_.kernel) % geom_.stride != 0 || (geom_.width - geom_.kernel) % geom_.stride != 0)
+  // The last window must reach the last row and column (it may stop short of the padding).
+  if ((geom_.out_h - 1) * geom_.stride - geom_.pad + geom_.kernel < geom_.height ||
+      (geom_.out_w - 1) * geom_.stride - geom_.pad + geom_.kernel < geom_.width)
     throw_layer_error(text_, k + "x" + k + " windows with stride " + std::to_string(geom_.stride) +
                                  " do not tile the " + hw +
                                  " input (the last rows or columns would be dropped)");

@@ -22,15 +22,23 @@ Factory pool(Pool2d::Kind kind) {
   return [kind](const LayerArgs& a) { return std::make_unique<Pool2d>(kind, a); };
 }
 
+Factory block(TransformerBlock::Family family) {
+  return [family](const LayerArgs& a) { return std::make_unique<TransformerBlock>(family, a); };
+}
+
+Factory mlp(Mlp::Kind kind) {
+  return [kind](const LayerArgs& a) { return std::make_unique<Mlp>(kind, a); };
+}
+
 Factory activation(kernels::ActivationKind act) {
   return [act](const LayerArgs& a) { return std::make_unique<ActivationLayer>(act, a); };
 }
 
 const std::map<std::string, Factory>& factories() {
   static const std::map<std::string, Factory> table{
-      {"attn", plain<CausalSelfAttention>()},
+      {"attn", plain<Attention>()},
       {"avgpool", pool(Pool2d::Kind::Average)},
-      {"block", plain<GptBlock>()},
+      {"block", block(TransformerBlock::Family::Gpt)},
       {"bn", plain<BatchNorm>()},
       {"conv", plain<Conv2d>()},
       {"dropout", plain<Dropout>()},
@@ -39,11 +47,15 @@ const std::map<std::string, Factory>& factories() {
       {"gap", plain<GlobalAvgPool>()},
       {"gelu", activation(kernels::ActivationKind::Gelu)},
       {"linear", plain<Linear>()},
-      {"lm_head", plain<TiedHead>()},
+      {"llama_block", block(TransformerBlock::Family::Llama)},
+      {"lm_head", plain<LmHead>()},
       {"ln", plain<LayerNorm>()},
       {"maxpool", pool(Pool2d::Kind::Max)},
+      {"mlp", mlp(Mlp::Kind::Gelu)},
       {"relu", activation(kernels::ActivationKind::Relu)},
       {"res", plain<Residual>()},
+      {"rmsnorm", plain<RmsNorm>()},
+      {"swiglu", mlp(Mlp::Kind::SwiGlu)},
       {"tanh", activation(kernels::ActivationKind::Tanh)},
   };
   return table;

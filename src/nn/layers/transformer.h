@@ -1,18 +1,26 @@
-// The GPT-2 style transformer layers (Radford et al. 2019; nanoGPT's shapes
-// and parameter names). Spec names and arguments:
+// The transformer language models: GPT-2 (Radford et al. 2019; nanoGPT's
+// shapes and parameter names) and Llama (Touvron et al. 2023: RMSNorm,
+// rotary positions, SwiGLU, grouped-query attention, no biases). Spec names
+// and arguments:
 //
-//   embed(vocab, width, context)      [T] token ids → [T, C]: token + learned position embedding
-//   ln(eps=1e-5)                      LayerNorm over the last dimension
-//   attn(heads, layers=1)             causal multi-head self-attention on [T, C]
-//   block(heads, layers=1, recompute=0)   pre-LN block: x + attn(ln(x)), then x + mlp(ln(x))
-//   lm_head(vocab)                    [T, C] → [T, V] logits with the embedding's token matrix
+//   embed(vocab, width, context, positions=context)  [T] token ids → [T, C]: token
+//                                     (+ learned position, positions=0: none) embedding
+//   block(heads, kv_heads=heads, ffn=4·width, layers=1, recompute=0)
+//                                     GPT-2's pre-LN block: x + attn(ln(x)), then x + mlp(ln(x))
+//   llama_block(heads, kv_heads=heads, ffn=…, theta=10000, eps=1e-5, layers=1, recompute=0,
+//               linear=F | llama3=F,low=1,high=4,orig=8192)
+//                                     Llama's: RMSNorm, rotary attention, SwiGLU MLP
+//   ln(eps) / rmsnorm(eps)            the final norm
+//   lm_head(vocab, tied=1)            [T, C] → [T, V] logits; tied: with the embedding's token matrix
 //
-// A gpt model is `embed block… ln lm_head` (spec.cpp's gpt presets). Every
-// layer treats its input as B·T rows of C features, so projections are
-// single GEMMs over the whole batch. `layers` is the model's depth: GPT-2
-// initialises the projections that write into the residual stream with
-// N(0, 0.02²/(2·layers)) so the stream's variance does not grow with depth.
-// lm_head owns no parameter: its weight is tied to the embedding's token
+// and the pieces (transformer_pieces.h): attn, mlp, swiglu. A GPT is
+// `embed block… ln lm_head`, a Llama `embed(…,positions=0) llama_block…
+// rmsnorm lm_head(V,tied=0)` (spec.cpp's presets). Every layer treats its
+// input as B·T rows of C features, so projections are single GEMMs over
+// the whole batch. `layers` is the model's depth: the projections that write
+// into the residual stream start with N(0, 0.02²/(2·layers)) (GPT-2's rule,
+// used for both families) so the stream's variance does not grow with depth.
+// A tied lm_head owns no parameter: its weight is the embedding's token
 // matrix (ParamSpec::tied_to), so the model learns one V×C matrix for both.
 #pragma once
 
@@ -21,6 +29,7 @@
 #include <vector>
 
 #include "nn/layer.h"
+#include "nn/layers/transformer_pieces.h"
 
 namespace hpc::nn {
 
@@ -40,41 +49,21 @@ class Embedding final : public Layer {
   void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
                 const RunCtx& ctx) override;
+  bool can_decode() const override { return true; }
+  void decode(const Tensor& x, const Tensor& y, int64_t pos, const RunCtx& ctx) override;
 
  private:
   std::string text_;
-  int64_t vocab_ = 0, width_ = 0, context_ = 0;
+  int64_t vocab_ = 0, width_ = 0, context_ = 0, positions_ = 0;
   Tensor wte_, wpe_, dwte_, dwpe_;
 };
 
-class LayerNorm final : public Layer {
+// One transformer block, written once for both families from the pieces:
+//   h = x + attn(norm1(x));   y = h + mlp(norm2(h))
+class TransformerBlock final : public Layer {
  public:
-  explicit LayerNorm(const LayerArgs& args);
-  std::string spec() const override;
-  Shape build(const Shape& in, DType dtype) override;
-  std::vector<ParamSpec> param_specs() const override;
-  void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
-  void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
-  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
-                const RunCtx& ctx) override;
-  ActivationBytes activation_bytes(int64_t batch) const override;
-
-  // backward that adds into dx instead of writing it (the block's residual paths).
-  void backward_into(const Tensor& x, const Tensor& dy, const Tensor& dx, bool accumulate);
-  void release_scratch() { mean_ = rstd_ = Tensor(); }
-
- private:
-  std::string text_;
-  double eps_ = 1e-5;
-  int64_t width_ = 0, rows_per_sample_ = 0;
-  DType dtype_ = DType::F32;
-  Tensor gamma_, beta_, dgamma_, dbeta_;
-  Tensor mean_, rstd_;  // per row, from the last forward
-};
-
-class CausalSelfAttention final : public Layer {
- public:
-  explicit CausalSelfAttention(const LayerArgs& args);
+  enum class Family { Gpt, Llama };
+  TransformerBlock(Family family, const LayerArgs& args);
   std::string spec() const override;
   Shape build(const Shape& in, DType dtype) override;
   std::vector<ParamSpec> param_specs() const override;
@@ -84,30 +73,9 @@ class CausalSelfAttention final : public Layer {
                 const RunCtx& ctx) override;
   int64_t forward_flops() const override;
   ActivationBytes activation_bytes(int64_t batch) const override;
-
-  void release_scratch();
-
- private:
-  std::string text_;
-  int64_t heads_ = 1, layers_ = 1, context_ = 0, width_ = 0;
-  DType dtype_ = DType::F32;
-  Tensor w_qkv_, b_qkv_, w_proj_, b_proj_, dw_qkv_, db_qkv_, dw_proj_, db_proj_;
-  Tensor qkv_, probs_, heads_out_;  // kept from forward for backward
-  Tensor dqkv_, dheads_, dscores_;  // backward scratch
-};
-
-class GptBlock final : public Layer {
- public:
-  explicit GptBlock(const LayerArgs& args);
-  std::string spec() const override;
-  Shape build(const Shape& in, DType dtype) override;
-  std::vector<ParamSpec> param_specs() const override;
-  void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) override;
-  void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
-  void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
-                const RunCtx& ctx) override;
-  int64_t forward_flops() const override;
-  ActivationBytes activation_bytes(int64_t batch) const override;
+  bool can_decode() const override { return true; }
+  void start_decode(int64_t max_positions) override { attn_->start_decode(max_positions); }
+  void decode(const Tensor& x, const Tensor& y, int64_t pos, const RunCtx& ctx) override;
 
  private:
   // The forward pass into this block's scratch tensors; y may be undefined (recompute).
@@ -116,19 +84,23 @@ class GptBlock final : public Layer {
   int64_t forward_saved_bytes(int64_t batch) const;
 
   std::string text_;
-  int64_t heads_ = 1, layers_ = 1, context_ = 0, width_ = 0;
+  Family family_;
+  int64_t heads_ = 1, kv_heads_ = 0, ffn_ = 0, layers_ = 1, context_ = 0, width_ = 0;
+  double eps_ = 1e-5;
+  RotaryConfig rotary_;
   bool recompute_ = false;
   DType dtype_ = DType::F32;
-  std::unique_ptr<LayerNorm> ln1_, ln2_;
-  std::unique_ptr<CausalSelfAttention> attn_;
-  Tensor w_fc_, b_fc_, w_out_, b_out_, dw_fc_, db_fc_, dw_out_, db_out_;
-  Tensor a1_, att_, h1_, a2_, fc_, gelu_;  // forward intermediates (rows of the batch)
-  Tensor dgelu_, da2_, dh1_, da1_;         // backward scratch
+  std::unique_ptr<RowNorm> norm1_, norm2_;
+  std::unique_ptr<Attention> attn_;
+  std::unique_ptr<Mlp> mlp_;
+  Tensor a1_, h1_, a2_;     // forward intermediates (rows of the batch)
+  Tensor da2_, dh1_, da1_;  // backward scratch
 };
 
-class TiedHead final : public Layer {
+// The output projection to logits. Spec: lm_head(vocab, tied=1).
+class LmHead final : public Layer {
  public:
-  explicit TiedHead(const LayerArgs& args);
+  explicit LmHead(const LayerArgs& args);
   std::string spec() const override;
   Shape build(const Shape& in, DType dtype) override;
   std::vector<ParamSpec> param_specs() const override;
@@ -137,10 +109,12 @@ class TiedHead final : public Layer {
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
                 const RunCtx& ctx) override;
   int64_t forward_flops() const override { return 2 * context_ * width_ * vocab_; }
+  bool can_decode() const override { return true; }
 
  private:
   std::string text_;
   int64_t vocab_ = 0, width_ = 0, context_ = 0;
+  bool tied_ = true;
   Tensor weight_, dweight_;
 };
 

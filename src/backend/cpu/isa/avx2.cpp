@@ -1,7 +1,7 @@
 // The avx2 table (kernel_table.h): 8-lane bodies for GELU, the attention's softmax, products
-// and transposes, and the cross-entropy rows; generic.h's loops (compiled for the AVX2
-// baseline) for the rest. Each body does generic.h's operations lane by lane, in its order.
-// Built only where the baseline has AVX2 and FMA (ARCH_FLAGS x86-64-v3, the default).
+// and transposes, the cross-entropy rows, RMSNorm's row sums and SwiGLU; generic.h's loops (compiled for the
+// AVX2 baseline) for the rest. Each body does generic.h's operations lane by lane, in its order. Built only
+// where the baseline has AVX2 and FMA (ARCH_FLAGS x86-64-v3, the default).
 #include "backend/cpu/isa/generic.h"
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -77,11 +77,11 @@ void softmax_row(float* row, int64_t n) {
   for (int64_t i = 0; i < n; ++i) row[i] *= inv;
 }
 
-void causal_softmax(float* p, int64_t t_len) {
-  for (int64_t t = 0; t < t_len; ++t) {
+void causal_softmax(float* p, int64_t rows, int64_t t_len, int64_t offset) {
+  for (int64_t t = 0; t < rows; ++t) {
     float* row = p + t * t_len;
-    softmax_row(row, t + 1);
-    std::fill_n(row + t + 1, t_len - t - 1, 0.0f);
+    softmax_row(row, t + offset + 1);
+    std::fill_n(row + t + offset + 1, t_len - t - offset - 1, 0.0f);
   }
 }
 
@@ -173,6 +173,97 @@ double xent_row(const float* z, int64_t k, int32_t label, double smoothing, doub
   return generic::xent_from_exps(z, k, label, smoothing, grad_scale, dz, m, exps, logits);
 }
 
+// ---- RMSNorm rows: generic::rms_row / rms_backward_row's partial sums in registers ----
+
+float rms_row(const float* x, const float* w, int64_t n, double eps, float* y) {
+  __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int v = 0; v < 4; ++v) {
+      const __m256d d = _mm256_cvtps_pd(_mm_loadu_ps(x + j + 4 * v));
+      acc[v] = _mm256_fmadd_pd(d, d, acc[v]);
+    }
+  double tail = 0;
+  for (int64_t i = j; i < n; ++i) tail = std::fma(double(x[i]), double(x[i]), tail);
+  alignas(32) double s[4];
+  _mm256_store_pd(s, _mm256_add_pd(_mm256_add_pd(acc[0], acc[1]), _mm256_add_pd(acc[2], acc[3])));
+  const double sum_sq = ((s[0] + s[1]) + (s[2] + s[3])) + tail;
+  const float rs = float(1.0 / std::sqrt(sum_sq / double(n) + eps));
+  const __m256 r = _mm256_set1_ps(rs);
+  for (j = 0; j + 8 <= n; j += 8)
+    _mm256_storeu_ps(y + j, _mm256_mul_ps(_mm256_loadu_ps(w + j), _mm256_mul_ps(_mm256_loadu_ps(x + j), r)));
+  for (; j < n; ++j) y[j] = w[j] * (x[j] * rs);
+  return rs;
+}
+
+void rms_backward_row(const float* x, const float* dy, const float* w, float rs, int64_t n, float* dx,
+                      bool accumulate, float* dw) {
+  const __m256 r = _mm256_set1_ps(rs);
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32)
+    for (int v = 0; v < 4; ++v) {
+      const int64_t k = j + 8 * v;
+      const __m256 g = _mm256_mul_ps(_mm256_loadu_ps(w + k), _mm256_loadu_ps(dy + k));
+      acc[v] = _mm256_fmadd_ps(g, _mm256_mul_ps(_mm256_loadu_ps(x + k), r), acc[v]);
+    }
+  float tail = 0;
+  for (int64_t i = j; i < n; ++i) tail = std::fma(w[i] * dy[i], x[i] * rs, tail);
+  const float dot =
+      avx2::sum8(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3]))) + tail;
+  const float mean_gx = dot / float(n);
+  const __m256 m = _mm256_set1_ps(mean_gx);
+  for (j = 0; j + 8 <= n; j += 8) {
+    const __m256 d = _mm256_loadu_ps(dy + j), xh = _mm256_mul_ps(_mm256_loadu_ps(x + j), r);
+    _mm256_storeu_ps(dw + j, _mm256_fmadd_ps(d, xh, _mm256_loadu_ps(dw + j)));
+    if (dx == nullptr) continue;
+    const __m256 v = _mm256_mul_ps(r, _mm256_fnmadd_ps(xh, m, _mm256_mul_ps(_mm256_loadu_ps(w + j), d)));
+    _mm256_storeu_ps(dx + j, accumulate ? _mm256_add_ps(_mm256_loadu_ps(dx + j), v) : v);
+  }
+  for (; j < n; ++j) {
+    const float xh = x[j] * rs;
+    dw[j] = std::fma(dy[j], xh, dw[j]);
+    if (dx == nullptr) continue;
+    const float v = rs * std::fma(-xh, mean_gx, w[j] * dy[j]);
+    dx[j] = accumulate ? dx[j] + v : v;
+  }
+}
+
+// ---- SwiGLU: generic::swiglu_row / swiglu_backward_row in eight lanes ----
+
+__m256 sigmoid8(__m256 g) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  return _mm256_div_ps(one, _mm256_add_ps(one, exp8(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+}
+
+void swiglu_row(const float* gate, const float* up, float* out, int64_t n) {
+  avx2::map8(gate, up, out, n,
+             [](__m256 g, __m256 u) { return _mm256_mul_ps(_mm256_mul_ps(g, sigmoid8(g)), u); });
+}
+
+void swiglu_grad8(__m256 g, __m256 u, __m256 d, __m256& dg, __m256& du) {
+  const __m256 one = _mm256_set1_ps(1.0f), s = sigmoid8(g);
+  dg = _mm256_mul_ps(_mm256_mul_ps(d, u), _mm256_mul_ps(s, _mm256_fmadd_ps(g, _mm256_sub_ps(one, s), one)));
+  du = _mm256_mul_ps(d, _mm256_mul_ps(g, s));
+}
+
+void swiglu_backward_row(const float* gate, const float* up, const float* dout, float* dgate, float* dup,
+                         int64_t n) {
+  int64_t j = 0;
+  __m256 dg, du;
+  for (; j + 8 <= n; j += 8) {
+    swiglu_grad8(_mm256_loadu_ps(gate + j), _mm256_loadu_ps(up + j), _mm256_loadu_ps(dout + j), dg, du);
+    _mm256_storeu_ps(dgate + j, dg);
+    _mm256_storeu_ps(dup + j, du);
+  }
+  if (j == n) return;
+  const int64_t r = n - j;
+  swiglu_grad8(avx2::load_partial(gate + j, r), avx2::load_partial(up + j, r),
+               avx2::load_partial(dout + j, r), dg, du);
+  avx2::store_partial(dgate + j, dg, r);
+  avx2::store_partial(dup + j, du, r);
+}
+
 }  // namespace
 
 const KernelTable<float>* avx2_table() {
@@ -185,6 +276,10 @@ const KernelTable<float>* avx2_table() {
     k.tile_product = tile_product;
     k.transpose = transpose;
     k.xent_row = xent_row;
+    k.rms_row = rms_row;
+    k.rms_backward_row = rms_backward_row;
+    k.swiglu_row = swiglu_row;
+    k.swiglu_backward_row = swiglu_backward_row;
     return k;
   }();
   return &t;

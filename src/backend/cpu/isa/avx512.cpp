@@ -1,4 +1,4 @@
-// The avx512 table (kernel_table.h): 16-lane GELU and 12×32 register tiles for the attention's
+// The avx512 table (kernel_table.h): 16-lane GELU and SwiGLU, 12×32 register tiles for the attention's
 // products, BatchNorm's plain row sums in one 8-lane register of doubles, and generic.h's loops
 // (BatchNorm, Adam, the bias) compiled for AVX-512 through a function target attribute; the
 // avx2 table's kernels for the rest. The same operations in the same order as generic.h, so the
@@ -190,6 +190,37 @@ HPC_AVX512 void bias_sums(const float* g, double* acc, int64_t rows, int64_t cha
   generic::bias_sums(g, acc, rows, channels, spatial);
 }
 
+// ---- SwiGLU: avx2.cpp's bodies in sixteen lanes, the tail through masked loads (zeros in the
+// unused lanes, as load_partial pads). RMSNorm keeps avx2's rows: a row of a few hundred floats
+// is bound by its loads, not its lanes. ----
+
+HPC_AVX512 inline __m512 sigmoid16(__m512 g) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  return _mm512_div_ps(one, _mm512_add_ps(one, exp16(_mm512_sub_ps(_mm512_setzero_ps(), g))));
+}
+
+HPC_AVX512 void swiglu_row(const float* gate, const float* up, float* out, int64_t n) {
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + j);
+    _mm512_mask_storeu_ps(out + j, m,
+                          _mm512_mul_ps(_mm512_mul_ps(g, sigmoid16(g)), _mm512_maskz_loadu_ps(m, up + j)));
+  }
+}
+
+HPC_AVX512 void swiglu_backward_row(const float* gate, const float* up, const float* dout, float* dgate,
+                                    float* dup, int64_t n) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 m = n - j >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - j)) - 1);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + j), u = _mm512_maskz_loadu_ps(m, up + j),
+                 d = _mm512_maskz_loadu_ps(m, dout + j), s = sigmoid16(g);
+    const __m512 slope = _mm512_mul_ps(s, _mm512_fmadd_ps(g, _mm512_sub_ps(one, s), one));
+    _mm512_mask_storeu_ps(dgate + j, m, _mm512_mul_ps(_mm512_mul_ps(d, u), slope));
+    _mm512_mask_storeu_ps(dup + j, m, _mm512_mul_ps(d, _mm512_mul_ps(g, s)));
+  }
+}
+
 }  // namespace
 
 const KernelTable<float>* avx512_table() {
@@ -209,6 +240,8 @@ const KernelTable<float>* avx512_table() {
     k.adam = adam;
     k.bias_add_rows = bias_add_rows;
     k.bias_sums = bias_sums;
+    k.swiglu_row = swiglu_row;
+    k.swiglu_backward_row = swiglu_backward_row;
     return k;
   }();
   return &t;

@@ -67,6 +67,10 @@ KernelTable<T> table() {
       .adam = adam<T>,
       .bias_add_rows = bias_add_rows<T>,
       .bias_sums = bias_sums<T>,
+      .rms_row = generic::rms_row<T>,
+      .rms_backward_row = generic::rms_backward_row<T>,
+      .swiglu_row = generic::swiglu_row<T>,
+      .swiglu_backward_row = generic::swiglu_backward_row<T>,
   };
 }
 

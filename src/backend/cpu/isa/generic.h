@@ -153,11 +153,11 @@ void softmax_row(T* row, int64_t n) {
 }
 
 template <typename T>
-void causal_softmax(T* p, int64_t t_len) {
-  for (int64_t t = 0; t < t_len; ++t) {
+void causal_softmax(T* p, int64_t rows, int64_t t_len, int64_t offset) {
+  for (int64_t t = 0; t < rows; ++t) {
     T* row = p + t * t_len;
-    softmax_row(row, t + 1);
-    std::fill_n(row + t + 1, t_len - t - 1, T(0));
+    softmax_row(row, t + offset + 1);
+    std::fill_n(row + t + offset + 1, t_len - t - offset - 1, T(0));
   }
 }
 
@@ -574,6 +574,82 @@ template <typename T>
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < channels; ++c)
       acc[c] += reduce16(g + (r * channels + c) * spatial, spatial, [](double v) { return v; });
+}
+
+// ---- RMSNorm and SwiGLU (kernels/llama_math.h's arithmetic) ----------------------------
+
+// a·b + c: fused in float32 as the vector bodies do (fmadd), plain in float64.
+template <typename T>
+[[gnu::always_inline]] inline T fma_t(T a, T b, T c) {
+  if constexpr (std::is_same_v<T, float>)
+    return fmadd(a, b, c);
+  else
+    return a * b + c;
+}
+
+// Σx² in double: sixteen partial sums (element j into j mod 16) over whole groups of sixteen,
+// the tree ((p_l + p_4+l) + (p_8+l + p_12+l)) per l, then ((s0 + s1) + (s2 + s3)) + the rest in
+// order: four 4-lane registers of doubles (AVX2) and their horizontal add.
+template <typename T>
+T rms_row(const T* x, const T* w, int64_t n, double eps, T* y) {
+  double p[16] = {};
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int l = 0; l < 16; ++l) p[l] = std::fma(double(x[j + l]), double(x[j + l]), p[l]);
+  double tail = 0;
+  for (; j < n; ++j) tail = std::fma(double(x[j]), double(x[j]), tail);
+  double s[4];
+  for (int l = 0; l < 4; ++l) s[l] = (p[l] + p[4 + l]) + (p[8 + l] + p[12 + l]);
+  const double sum_sq = ((s[0] + s[1]) + (s[2] + s[3])) + tail;
+  const T rs = T(1.0 / std::sqrt(sum_sq / double(n) + eps));
+  for (j = 0; j < n; ++j) y[j] = w[j] * (x[j] * rs);
+  return rs;
+}
+
+// Σ g·x̂ in 32 partial sums (j mod 32), the tree (p_l + p_8+l) + (p_16+l + p_24+l) per l, then
+// (((s0+s1) + (s2+s3)) + ((s4+s5) + (s6+s7))) + the rest: four 8-lane registers and sum8's order.
+template <typename T>
+void rms_backward_row(const T* x, const T* dy, const T* w, T rs, int64_t n, T* dx, bool accumulate, T* dw) {
+  T p[32] = {};
+  int64_t j = 0;
+  for (; j + 32 <= n; j += 32)
+    for (int l = 0; l < 32; ++l) p[l] = fma_t(w[j + l] * dy[j + l], x[j + l] * rs, p[l]);
+  T tail = 0;
+  for (; j < n; ++j) tail = fma_t(w[j] * dy[j], x[j] * rs, tail);
+  T s[8];
+  for (int l = 0; l < 8; ++l) s[l] = (p[l] + p[8 + l]) + (p[16 + l] + p[24 + l]);
+  const T dot = (((s[0] + s[4]) + (s[2] + s[6])) + ((s[1] + s[5]) + (s[3] + s[7]))) + tail;
+  const T mean_gx = dot / T(n);
+  for (j = 0; j < n; ++j) {
+    const T xh = x[j] * rs;
+    dw[j] = fma_t(dy[j], xh, dw[j]);
+    if (dx == nullptr) continue;
+    const T v = rs * fma_t(-xh, mean_gx, w[j] * dy[j]);
+    dx[j] = accumulate ? dx[j] + v : v;
+  }
+}
+
+// σ(g) = 1/(1 + exp(−g)): exp_ref in float32, std::exp in float64.
+template <typename T>
+[[gnu::always_inline]] inline T sigmoid(T g) {
+  if constexpr (std::is_same_v<T, float>)
+    return 1.0f / (1.0f + exp_ref(-g));
+  else
+    return T(1) / (T(1) + std::exp(-g));
+}
+
+template <typename T>
+void swiglu_row(const T* gate, const T* up, T* out, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) out[j] = (gate[j] * sigmoid(gate[j])) * up[j];
+}
+
+template <typename T>
+void swiglu_backward_row(const T* gate, const T* up, const T* dout, T* dgate, T* dup, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    const T g = gate[j], s = sigmoid(g);
+    dgate[j] = (dout[j] * up[j]) * (s * fma_t(g, T(1) - s, T(1)));
+    dup[j] = dout[j] * (g * s);
+  }
 }
 
 }  // namespace hpc::backend::cpu::generic

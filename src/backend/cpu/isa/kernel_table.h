@@ -56,8 +56,10 @@ struct KernelTable {
   void (*gelu_backward)(const T* x, const T* dy, T* dx, int64_t n);
 
   // ---- attention (transformer_ops.cpp) ----
-  // Row t of the t_len×t_len scores p becomes softmax(p[t, 0..t]) (max-subtracted), zeros after.
-  void (*causal_softmax)(T* p, int64_t t_len);
+  // Row t of `rows` rows of t_len scores (rows t_len apart) becomes softmax(p[t, 0..t + offset])
+  // (max-subtracted), zeros after: a window's t_len×t_len scores with offset 0; decoding's rows
+  // after `offset` cached positions.
+  void (*causal_softmax)(T* p, int64_t rows, int64_t t_len, int64_t offset);
   // C = alpha·(A·B), tile_gemm.h's contract.
   void (*tile_product)(int64_t m, int64_t n, int64_t k, T alpha, StridedA<T> a, const T* b, int64_t ldb, T* c,
                        int64_t ldc, Causal causal);
@@ -98,6 +100,17 @@ struct KernelTable {
   void (*bias_add_rows)(T* y, const T* b, int64_t rows, int64_t channels, int64_t spatial);
   // acc[c] += channel c's values, in double (rows in order; a run's partial sums fixed).
   void (*bias_sums)(const T* g, double* acc, int64_t rows, int64_t channels, int64_t spatial);
+
+  // ---- RMSNorm and SwiGLU (llama_ops.cpp) ----
+  // y = w·(x·rs) with rs = 1/√(Σx²/n + eps), returned; Σx² in double, sixteen partial sums.
+  T (*rms_row)(const T* x, const T* w, int64_t n, double eps, T* y);
+  // dx (= or +=, null: not wanted) = rs·(g − x̂·Σ(g·x̂)/n), g = w·dy, x̂ = x·rs (Σ in 32
+  // partial sums); dw += dy·x̂.
+  void (*rms_backward_row)(const T* x, const T* dy, const T* w, T rs, int64_t n, T* dx, bool accumulate,
+                           T* dw);
+  // out = silu(gate)·up, and its gradients from dout (kernels/llama_math.h; float32 with exp_ref).
+  void (*swiglu_row)(const T* gate, const T* up, T* out, int64_t n);
+  void (*swiglu_backward_row)(const T* gate, const T* up, const T* dout, T* dgate, T* dup, int64_t n);
 };
 
 // The table the ops call: float32's chosen one, or float64's generic one.

@@ -107,7 +107,7 @@ void row_block(int64_t i0, int64_t n, int64_t k, float alpha, const StridedA<flo
 }
 
 template <class K>
-void run(int64_t m, int64_t n, int64_t k, float alpha, StridedA<float> a, const float* b, int64_t ldb,
+void run(int64_t m, int64_t n, int64_t k, float alpha, const StridedA<float>& a, const float* b, int64_t ldb,
          float* c, int64_t ldc, Causal causal) {
   int64_t i = 0;
   for (; i + K::MR <= m; i += K::MR) row_block<K, K::MR>(i, n, k, alpha, a, b, ldb, c, ldc, causal);

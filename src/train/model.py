@@ -1,12 +1,3 @@
-// The model.py that `hpctrain export --format torch` writes (see export.h): plain
-// PyTorch modules for every hpctrain layer, built from the canonical spec.
-// @SPEC@ and @INPUT_SHAPE@ are filled in by the exporter.
-#include "train/export.h"
-
-namespace hpc::train {
-
-const char* torch_model_py() {
-  return R"PY(
 """PyTorch model of an hpctrain checkpoint, written by `hpctrain export --format torch`.
 
     import torch, model
@@ -21,7 +12,11 @@ into plain torch.nn modules whose state_dict names are hpctrain's own
 file's tensors load as they are. Conventions (hpctrain's): BatchNorm eps from
 the spec (1e-5 by default), inference form; dropout is the identity in eval();
 GELU is the tanh form; the GPT block is pre-LN with heads side by side in the
-packed qkv projection; lm_head is tied to the embedding's token matrix.
+packed qkv projection; the Llama block has RMSNorm (weight · x / rms, eps
+inside the root), rotary positions in the rotate-half form (with the llama3
+and linear scalings), grouped kv heads (query head h reads kv head
+h // (heads / kv_heads)) and the SwiGLU MLP; lm_head is tied to the
+embedding's token matrix unless the spec says tied=0.
 """
 import json
 import math
@@ -32,8 +27,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-SPEC = @SPEC@
-INPUT_SHAPE = @INPUT_SHAPE@
+# `hpctrain export` writes these two lines' values (the model's canonical spec, and one
+# sample's shape without the batch dimension); in hpctrain's source they are None.
+SPEC = None
+INPUT_SHAPE = None
 
 
 def load_safetensors(path):
@@ -42,14 +39,17 @@ def load_safetensors(path):
         n = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(n))
         data = f.read()
-    kinds = {"F32": np.float32, "F64": np.float64, "I64": np.int64, "I32": np.int32}
+    kinds = {"F32": np.float32, "F64": np.float64, "F16": np.float16, "I64": np.int64, "I32": np.int32}
     out = {}
     for name, t in header.items():
         if name == "__metadata__":
             continue
         b, e = t["data_offsets"]
-        a = np.frombuffer(data[b:e], dtype=kinds[t["dtype"]]).reshape(t["shape"])
-        out[name] = torch.from_numpy(a.copy())
+        if t["dtype"] == "BF16":  # numpy has no bfloat16: the top half of a float32's bits
+            a = (np.frombuffer(data[b:e], dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+        else:
+            a = np.frombuffer(data[b:e], dtype=kinds[t["dtype"]])
+        out[name] = torch.from_numpy(a.reshape(t["shape"]).astype(np.float32))
     return out
 
 
@@ -174,13 +174,13 @@ class Activation(nn.Module):
 
 
 class Pool(nn.Module):
-    def __init__(self, kind, k, stride):
+    def __init__(self, kind, k, stride, pad=0):
         super().__init__()
-        self.kind, self.k, self.stride = kind, k, stride
+        self.kind, self.k, self.stride, self.pad = kind, k, stride, pad
 
     def forward(self, x):
         if self.kind == "maxpool":
-            return F.max_pool2d(x, self.k, self.stride)
+            return F.max_pool2d(x, self.k, self.stride, self.pad)
         return F.avg_pool2d(x, self.k, self.stride)
 
 
@@ -222,53 +222,125 @@ class Residual(nn.Module):
 
 
 class Embedding(nn.Module):
-    def __init__(self, vocab, width, context):
+    def __init__(self, vocab, width, positions):
         super().__init__()
         self.token = nn.Parameter(torch.zeros(vocab, width))
-        self.position = nn.Parameter(torch.zeros(context, width))
+        self.position = nn.Parameter(torch.zeros(positions, width)) if positions else None
 
     def forward(self, ids):
         ids = ids.long()
-        return self.token[ids] + self.position[: ids.shape[1]]
+        x = self.token[ids]
+        return x if self.position is None else x + self.position[: ids.shape[1]]
+
+
+class RmsNorm(nn.Module):
+    def __init__(self, width, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(width))
+        self.eps = eps
+
+    def forward(self, x):
+        return self.weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
+
+
+def inv_freq(d, theta, n):
+    """Rotary frequencies θ^(−2i/d), with Hugging Face's llama3 or linear rope scaling."""
+    f = 1.0 / (theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    if "linear" in n:
+        return f / n["linear"]
+    if "llama3" in n:
+        factor, low, high, old = n["llama3"], n.get("low", 1.0), n.get("high", 4.0), n.get("orig", 8192.0)
+        wavelen = 2 * math.pi / f
+        scaled = torch.where(wavelen > old / low, f / factor, f)
+        smooth = (old / wavelen - low) / (high - low)
+        medium = ~(wavelen < old / high) & ~(wavelen > old / low)
+        return torch.where(medium, (1 - smooth) * scaled / factor + smooth * scaled, scaled)
+    return f
 
 
 class Attention(nn.Module):
-    def __init__(self, width, heads):
+    """Causal attention; bias: GPT-2's packed qkv with biases, else Llama's q, k, v without; rotary when theta."""
+
+    def __init__(self, width, heads, kv_heads=None, bias=True, theta=0.0, scaling=None):
         super().__init__()
-        self.qkv = Affine(width, 3 * width)
-        self.proj = Affine(width, width)
-        self.heads = heads
+        self.heads, self.kv_heads = heads, kv_heads or heads
+        d = width // heads
+        qkv = (heads + 2 * self.kv_heads) * d
+        if bias:
+            self.qkv = Affine(width, qkv)
+        else:
+            self.q = Affine(width, heads * d, False)
+            self.k = Affine(width, self.kv_heads * d, False)
+            self.v = Affine(width, self.kv_heads * d, False)
+        self.proj = Affine(heads * d, width, bias)
+        self.freq = inv_freq(d, theta, scaling or {}) if theta else None
+        self.bias = bias
 
     def forward(self, x):
         b, t, c = x.shape
-        d = c // self.heads
-        q, k, v = self.qkv(x).split(c, dim=2)
-        q, k, v = (z.view(b, t, self.heads, d).transpose(1, 2) for z in (q, k, v))
+        h, kv = self.heads, self.kv_heads
+        d = c // h
+        if self.bias:
+            q, k, v = self.qkv(x).split([h * d, kv * d, kv * d], dim=2)
+        else:
+            q, k, v = self.q(x), self.k(x), self.v(x)
+        q = q.view(b, t, h, d).transpose(1, 2)
+        k, v = (z.view(b, t, kv, d).transpose(1, 2) for z in (k, v))
+        if self.freq is not None:  # rotate-half: dimension i pairs with i + d/2
+            angles = torch.arange(t, dtype=torch.float64)[:, None] * self.freq[None, :]
+            cos, sin = (torch.cat((a, a), dim=-1).to(x.dtype) for a in (angles.cos(), angles.sin()))
+            half = lambda z: torch.cat((-z[..., d // 2:], z[..., : d // 2]), dim=-1)
+            q, k = q * cos + half(q) * sin, k * cos + half(k) * sin
+        k, v = (z.repeat_interleave(h // kv, dim=1) for z in (k, v))
         att = (q @ k.transpose(-2, -1)) / math.sqrt(d)
         mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        return self.proj((att @ v).transpose(1, 2).reshape(b, t, c))
+        return self.proj((att @ v).transpose(1, 2).reshape(b, t, h * d))
 
 
 class Mlp(nn.Module):
-    def __init__(self, width):
+    def __init__(self, width, ffn):
         super().__init__()
-        self.fc = Affine(width, 4 * width)
-        self.proj = Affine(4 * width, width)
+        self.fc = Affine(width, ffn)
+        self.proj = Affine(ffn, width)
 
     def forward(self, x):
         return self.proj(F.gelu(self.fc(x), approximate="tanh"))
 
 
-class Block(nn.Module):
-    """GPT-2's pre-LN block: x + attn(ln1(x)), then x + mlp(ln2(x))."""
-
-    def __init__(self, width, heads):
+class SwiGlu(nn.Module):
+    def __init__(self, width, ffn):
         super().__init__()
-        self.ln1 = LayerNorm(width, 1e-5)
-        self.attn = Attention(width, heads)
-        self.ln2 = LayerNorm(width, 1e-5)
-        self.mlp = Mlp(width)
+        self.gate = Affine(width, ffn, False)
+        self.up = Affine(width, ffn, False)
+        self.down = Affine(ffn, width, False)
+
+    def forward(self, x):
+        return self.down(F.silu(self.gate(x)) * self.up(x))
+
+
+def llama_ffn(width):
+    multiple = 256 if width >= 1024 else 32
+    f = (8 * width + 2) // 3
+    return (f + multiple - 1) // multiple * multiple
+
+
+class Block(nn.Module):
+    """The pre-norm block: x + attn(ln1(x)), then x + mlp(ln2(x)); GPT-2's or Llama's pieces."""
+
+    def __init__(self, width, heads, n, llama):
+        super().__init__()
+        kv = int(n.get("kv_heads", heads))
+        ffn = int(n.get("ffn", llama_ffn(width) if llama else 4 * width))
+        if llama:
+            eps = n.get("eps", 1e-5)
+            self.ln1, self.ln2 = RmsNorm(width, eps), RmsNorm(width, eps)
+            self.attn = Attention(width, heads, kv, False, n.get("theta", 10000.0), n)
+            self.mlp = SwiGlu(width, ffn)
+        else:
+            self.ln1, self.ln2 = LayerNorm(width, 1e-5), LayerNorm(width, 1e-5)
+            self.attn = Attention(width, heads, kv)
+            self.mlp = Mlp(width, ffn)
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))
@@ -300,12 +372,15 @@ def make(layer, shape, embedding):
         return BatchNorm(shape[0], n.get("eps", 1e-5)), shape
     if name == "ln":
         return LayerNorm(shape[-1], n.get("eps", 1e-5)), shape
+    if name == "rmsnorm":
+        return RmsNorm(shape[-1], n.get("eps", 1e-5)), shape
     if name in ("relu", "tanh", "gelu"):
         return Activation(name), shape
     if name in ("maxpool", "avgpool"):
         k = int(p[0])
-        s = int(n.get("stride", k))
-        return Pool(name, k, s), (shape[0], (shape[1] - k) // s + 1, (shape[2] - k) // s + 1)
+        s, pad = int(n.get("stride", k)), int(n.get("pad", 0))
+        h, w = (shape[1] + 2 * pad - k) // s + 1, (shape[2] + 2 * pad - k) // s + 1
+        return Pool(name, k, s, pad), (shape[0], h, w)
     if name == "gap":
         return GlobalAvgPool(), (shape[0],)
     if name == "flatten":
@@ -329,14 +404,21 @@ def make(layer, shape, embedding):
     if name == "embed":
         vocab, width = int(p[0]), int(p[1])
         context = int(p[2]) if len(p) > 2 else int(n.get("context", shape[0]))
-        m = Embedding(vocab, width, context)
+        m = Embedding(vocab, width, int(n.get("positions", context)))
         embedding.append(m)
         return m, (shape[0], width)
-    if name == "block":
-        return Block(shape[-1], int(p[0])), shape
+    if name in ("block", "llama_block"):
+        return Block(shape[-1], int(p[0]), n, name == "llama_block"), shape
     if name == "attn":
-        return Attention(shape[-1], int(p[0])), shape
+        return Attention(shape[-1], int(p[0]), int(n.get("kv_heads", p[0])), n.get("bias", 1) != 0,
+                         n.get("theta", 0.0), n), shape
+    if name == "mlp":
+        return Mlp(shape[-1], int(p[0])), shape
+    if name == "swiglu":
+        return SwiGlu(shape[-1], int(p[0])), shape
     if name == "lm_head":
+        if n.get("tied", 1) == 0:
+            return Affine(shape[-1], int(p[0]), False), (shape[0], int(p[0]))
         return TiedHead(embedding[-1]), (shape[0], int(p[0]))
     raise ValueError(f"model.py: unknown layer '{name}' in the spec")
 
@@ -370,8 +452,7 @@ class Net(nn.Module):
 
 def build_model():
     """A plain nn.Module for SPEC; load the exported tensors with load_state_dict."""
+    if SPEC is None:
+        raise RuntimeError("model.py: SPEC is not set: this is hpctrain's template (src/train/model.py); "
+                           "`hpctrain export --format torch` writes a copy for a checkpoint")
     return Net(SPEC, INPUT_SHAPE)
-)PY";
-}
-
-}  // namespace hpc::train

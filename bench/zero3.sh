@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# ZeRO stage 3 (dist.zero 3) on this node's CPUs: checkpoint memory and time,
+# step time against zero 0, and the largest model under a memory cap.
+#
+#   bench/zero3.sh [ckpt|time|largest|all] [BUILD=build]
+#
+# ckpt: gpt2-124m shapes (model.context 32, batch 1, Adam, 1 step, ckpt.async
+#   false), 2 and 4 ranks × zero 0 and 3: the end-of-training save's time and
+#   the peak host memory it added on rank 0 (the writer) and on the largest
+#   other rank (VmHWM over the save, "checkpoint memory:" line), and every
+#   rank's peak RSS over the run (/usr/bin/time).
+# time: gpt-small (model.context 64, batch 4 per rank), 2 ranks: zero 0, zero 3
+#   with prefetch, zero 3 without, interleaved, 3 rounds of 16 steps; the
+#   median over rounds of tokens/s (steps 6–16 of metrics.jsonl), the ratio to
+#   zero 0 of the same round, and the share of the step spent waiting for
+#   parameter gathers (gather_ms / step ms).
+# largest: the largest gpt (layers × width, context 64, batch 1, Adam) that
+#   trains 2 steps on 2 ranks with every rank under a memory cap of
+#   ZERO3_CAP_MB (2048) MiB of address space (ulimit -v), at zero 0, 2 and 3.
+# Prints the CPU model and flags and the BLAS core first; never run by make test.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$root/build}
+what=${1:-all}
+hp="$build/hpctrain"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1
+[ -x "$hp" ] && [ -x "$build/hpcdata" ] || { echo "build/hpctrain or build/hpcdata is missing: make all" >&2; exit 2; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$build/hpcdata" pack --from text /usr/share/common-licenses/GPL-3 --val-fraction 0 -o "$tmp/t.h5" > /dev/null
+
+echo "# bench/zero3.sh $what, $(date -u +%Y-%m-%dT%H:%MZ), $(git -C "$root" rev-parse --short HEAD)"
+echo "CPU: $(lscpu | grep -m1 'Model name' | sed 's/.*: *//'), $(getconf _NPROCESSORS_ONLN) cores; flags: $(grep -o -w 'avx512f\|avx2\|fma' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+echo "BLAS: $("$hp" --version 2>&1 | grep -m1 'BLAS core' || echo 'core not reported')"
+echo
+col() { grep '"loss"' "$1/metrics.jsonl" | grep -oP "\"$2\": \K[^,}]*"; }
+run() {  # ranks dir args…: every rank under /usr/bin/time (peak RSS in DIR.rss.RANK)
+  local n=$1 dir=$2; shift 2
+  rm -rf "$dir"
+  mpirun -np "$n" --oversubscribe --bind-to none \
+    bash -c '/usr/bin/time -f %M -o "$0.rss.$OMPI_COMM_WORLD_RANK" "$@"' "$dir" \
+    "$hp" --data.path "$tmp/t.h5" --log.progress plain --ckpt.keep 1 --run.dir "$dir" "$@" > "$dir.log" 2>&1
+}
+
+if [ "$what" = ckpt ] || [ "$what" = all ]; then
+  echo "| gpt2-124m shapes | ranks | zero | save s | save peak, rank 0 (MiB) | save peak, largest other (MiB) | peak RSS rank 0 (MiB) | peak RSS largest other (MiB) |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+  for n in ${ZERO3_RANKS:-2 4}; do
+    for z in 0 3; do
+      d="$tmp/c-$n-$z"
+      run "$n" "$d" --model.preset gpt2-124m --model.context 32 --optim.name adam --train.batch_size 1 \
+        --train.steps 1 --dist.zero "$z" --ckpt.async false || { tail -20 "$d.log" >&2; exit 1; }
+      line=$(grep "^checkpoint memory:" "$d.log")
+      save=$(grep -oP '"save_s": \K[^,}]*' "$d/metrics.jsonl")
+      printf "| | %d | %d | %.2f | %s | %s | %.0f | %.0f |\n" "$n" "$z" "$save" \
+        "$(grep -oP 'peak \+\K[0-9.]+' <<<"$line")" "$(grep -oP 'at most \+\K[0-9.]+' <<<"$line")" \
+        "$(awk -v k="$(cat "$d.rss.0")" 'BEGIN { print k / 1024 }')" \
+        "$(cat "$d".rss.* | sed 1d | sort -n | tail -1 | awk '{ print $1 / 1024 }')"
+    done
+  done
+  echo
+fi
+
+if [ "$what" = time ] || [ "$what" = all ]; then
+  declare -A tps share
+  for round in 1 2 3; do
+    for v in z0 z3 z3-noprefetch; do
+      case $v in
+        z0) opts=(--dist.zero 0) ;;
+        z3) opts=(--dist.zero 3) ;;
+        z3-noprefetch) opts=(--dist.zero 3 --dist.zero_prefetch false) ;;
+      esac
+      d="$tmp/t-$v-$round"
+      run 2 "$d" --model.preset gpt-small --model.context 64 --optim.name adamw --train.batch_size 4 \
+        --train.steps 16 --log.every 1 "${opts[@]}" || { tail -20 "$d.log" >&2; exit 1; }
+      tps[$v,$round]=$(col "$d" tokens_per_s | sed -n '6,16p' | awk '{ s += $1 } END { print s / NR }')
+      step=$(paste <(col "$d" data_ms) <(col "$d" compute_ms) <(col "$d" comm_ms) | sed -n '6,16p' | awk '{ s += $1 + $2 + $3 } END { print s / NR }')
+      g=$(col "$d" gather_ms 2>/dev/null | sed -n '6,16p' | awk '{ s += $1 } END { print NR ? s / NR : 0 }')
+      share[$v,$round]=$(awk -v g="$g" -v s="$step" 'BEGIN { print g / s }')
+    done
+  done
+  med() { printf "%s\n" "$@" | sort -g | sed -n 2p; }
+  echo "| gpt-small, 2 ranks, 4 × 64 tokens per rank | tokens/s (median of 3) | ratio to zero 0 (median of per-round ratios) | gather wait / step (median) |"
+  echo "| --- | --- | --- | --- |"
+  for v in z0 z3 z3-noprefetch; do
+    printf "| %s | %.0f | %.4f | %.3f |\n" "$v" "$(med "${tps[$v,1]}" "${tps[$v,2]}" "${tps[$v,3]}")" \
+      "$(med "$(awk -v a="${tps[$v,1]}" -v b="${tps[z0,1]}" 'BEGIN { print a / b }')" \
+             "$(awk -v a="${tps[$v,2]}" -v b="${tps[z0,2]}" 'BEGIN { print a / b }')" \
+             "$(awk -v a="${tps[$v,3]}" -v b="${tps[z0,3]}" 'BEGIN { print a / b }')")" \
+      "$(med "${share[$v,1]}" "${share[$v,2]}" "${share[$v,3]}")"
+  done
+  echo
+fi
+
+if [ "$what" = largest ] || [ "$what" = all ]; then
+  cap=${ZERO3_CAP_MB:-2048}
+  echo "Largest gpt (context 64, batch 1, Adam, 2 steps) on 2 ranks, every rank under ulimit -v $cap MiB:"
+  echo
+  echo "| zero | largest that trains (layers × width) | parameters | smallest that fails |"
+  echo "| --- | --- | --- | --- |"
+  fits() {  # zero layers width: trains within the cap (a run that fails to start may hang: 300 s at most)
+    local d="$tmp/l-$1-$2-$3" pid t=0
+    rm -rf "$d"
+    setsid mpirun -np 2 --oversubscribe --bind-to none bash -c "ulimit -v $((cap * 1024)); exec \"\$@\"" _ \
+      "$hp" --data.path "$tmp/t.h5" --log.progress none --run.dir "$d" --model.preset gpt-small --model.layers "$2" \
+      --model.width "$3" --model.heads 8 --model.context 64 --optim.name adam --train.batch_size 1 --train.steps 2 \
+      --dist.zero "$1" --ckpt.async false --train.device cpu > "$d.log" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null && [ $t -lt 300 ]; do sleep 1; t=$((t + 1)); done
+    if kill -0 "$pid" 2>/dev/null; then
+      pkill -9 -s "$pid" || true  # the session setsid made: mpirun and the ranks it started
+      wait "$pid" 2>/dev/null || true
+      return 1
+    fi
+    wait "$pid"
+  }
+  for z in 0 2 3; do
+    best="-" bestp="-" fail="-"
+    for width in ${ZERO3_WIDTHS:-512 768 1024 1280 1536 2048}; do
+      layers=${ZERO3_LAYERS:-12}
+      if fits "$z" "$layers" "$width"; then
+        best="$layers × $width"
+        bestp=$(grep -oP 'total parameters: \K[0-9]+' "$tmp/l-$z-$layers-$width.log")
+      else
+        fail="$layers × $width"
+        break
+      fi
+    done
+    echo "| $z | $best | $bestp | $fail |"
+  done
+fi
