@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "nn/tensor_parallel.h"
 
 namespace hpc::nn {
 
@@ -56,6 +57,14 @@ struct ParamSpec {
   // the nearest earlier layer that has it, used a second time (a tied output
   // projection); gradients of both uses add up in its one gradient view.
   std::string tied_to;
+  // A layer split over a tensor-parallel group (nn/tensor_parallel.h): how `shape`, this rank's
+  // part, maps onto the unsplit parameter; fan_in and fan_out stay the unsplit ones. Replicated
+  // (dim < 0) by default.
+  ParamShard shard;
+  // Replicated over the group but used on this rank's rows only (sequence parallelism: the norms,
+  // the row-split projections' biases): its gradient here is this rank's part, summed over the
+  // group by the trainer before the optimizer.
+  bool tp_partial = false;
 };
 
 // Memory a layer keeps from forward to backward besides its output.
@@ -75,7 +84,11 @@ struct RunCtx {
   // activations' device) by their sum over every replica, in place. The
   // trainer binds it to its gradient communicator; unset: each rank alone.
   std::function<void(const Tensor& sums)> sum_over_replicas;
-  int rank = 0;  // this process's rank: dropout draws different masks on each rank
+  int rank = 0;  // this replica's rank (data parallel): dropout draws different masks on each replica
+  // Tensor parallelism (nn/tensor_parallel.h): the group's collectives when the model is split
+  // (null otherwise). A dropout inside a split layer draws per part (its global coordinates),
+  // one outside it the same mask on every rank of the group.
+  TpComm* tp = nullptr;
   // Set (log.trace): Model calls it after each layer's forward / backward with
   // the layer's index and the start and end (monotonic seconds; host time).
   std::function<void(size_t layer, bool backward, double t0, double t1)> on_layer;
@@ -108,6 +121,15 @@ class Layer {
     return dtype;
   }
   virtual std::vector<ParamSpec> param_specs() const { return {}; }
+
+  // Tensor parallelism (nn/tensor_parallel.h): the split the model is built for, given before
+  // build(). tensor_parallel(): the layer runs split (or replicated, identical on every rank of
+  // the group, like a norm) with it; a layer with parameters that says false cannot take part
+  // in a split model, which is then refused, naming it.
+  virtual void set_split(const TpSplit& tp) { (void)tp; }
+  virtual bool tensor_parallel() const { return false; }
+  // A split model's output is this layer's shard of a vocabulary (lm_head): the split; else vocab 0.
+  virtual VocabSplit output_vocab() const { return {}; }
   virtual void bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
     (void)params;
     (void)grads;

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "core/tensor.h"
+#include "nn/tensor_parallel.h"
 
 namespace hpc::nn {
 
@@ -40,6 +41,13 @@ class Loss {
 // Softmax cross-entropy over K classes; label_smoothing ε mixes the one-hot
 // target with the uniform distribution: (1-ε)·onehot + ε/K.
 std::unique_ptr<Loss> make_cross_entropy(double label_smoothing);
+// The same loss when the logits are this rank's shard of a vocabulary split over a tensor-parallel
+// group (a split lm_head's output, nn/tensor_parallel.h): the full row of logits is never
+// gathered; per row, the maximum, Σexp and the label's logit are reduced over the group
+// (nn/vocab_parallel_loss.cpp). The padded columns never count. Every rank of the group returns
+// the same statistics; each writes its shard of the gradient.
+std::unique_ptr<Loss> make_vocab_parallel_cross_entropy(double label_smoothing, TpComm& tp,
+                                                        const VocabSplit& vocab);
 // Mean squared error: Σ_k (y_k - t_k)² per sample (loss_sum is its sum over rows).
 std::unique_ptr<Loss> make_mse();
 

@@ -28,13 +28,28 @@ double layer_clock() {
 namespace {
 
 // Fills one parameter per its ParamSpec from its own random stream, so
-// adding a layer does not change the initialisation of the others.
+// adding a layer does not change the initialisation of the others. Element i
+// of the unsplit tensor draws from the stream's counter i (two counters for a
+// normal), so a tensor-parallel part draws exactly its slice of the unsplit
+// tensor (ParamSpec::shard); padding is zero.
 void init_param(const Tensor& host, const ParamSpec& p, uint64_t seed, uint64_t stream) {
   Rng rng(seed, stream);
   const double fan_in = static_cast<double>(p.fan_in > 0 ? p.fan_in : 1);
   const double fan_out = static_cast<double>(p.fan_out > 0 ? p.fan_out : 1);
   std::vector<double> v(static_cast<size_t>(host.count()));
-  for (double& x : v) {
+  const uint64_t draws = p.init == Init::KaimingNormal || p.init == Init::Normal002 ? 2
+                         : p.init == Init::Zeros || p.init == Init::Ones            ? 0
+                                                                                    : 1;
+  const std::vector<int64_t> where = p.shard.split() ? p.shard.global_index() : std::vector<int64_t>();
+  for (size_t i = 0; i < v.size(); ++i) {
+    double& x = v[i];
+    if (!where.empty()) {
+      if (where[i] < 0) {  // padding of a split vocabulary
+        x = 0;
+        continue;
+      }
+      rng.set_counter(static_cast<uint64_t>(where[i]) * draws);
+    }
     switch (p.init) {
       case Init::Zeros:
         x = 0;
@@ -87,17 +102,31 @@ const ParamInfo& tied_owner(const std::vector<ParamInfo>& info, const ParamSpec&
 
 Model::Model(const std::string& spec, const Shape& input_shape, DType dtype, uint64_t seed, Device device,
              const StoredRange& stored)
-    : Model(parse_spec(spec), input_shape, dtype, seed, device, stored) {}
+    : Model(parse_spec(spec), input_shape, dtype, seed, device, stored, TpSplit()) {}
 
 Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DType dtype, uint64_t seed,
-             Device device, const StoredRange& stored)
-    : input_shape_(input_shape), dtype_(dtype), input_dtype_(dtype), device_(device) {
+             Device device, const StoredRange& stored, const TpSplit& tp)
+    : input_shape_(input_shape), dtype_(dtype), input_dtype_(dtype), device_(device), tp_(tp) {
+  HPC_ASSERT(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size,
+             "model: tensor-parallel rank outside its group");
+  if (tp.sequence_split() && (input_shape.rank() < 1 || input_shape[0] % tp.size != 0))
+    throw UserError("dist.sequence_parallel: the context of " +
+                    std::to_string(input_shape.rank() < 1 ? 0 : input_shape[0]) +
+                    " tokens is not divisible by dist.tp " + std::to_string(tp.size) +
+                    " (each rank of the group holds an equal part of the sequence)");
   Shape shape = input_shape;
   std::vector<std::vector<ParamSpec>> specs;
   int64_t total = 0;
   for (const LayerArgs& args : layers) {
     layers_.push_back(make_layer(args));
-    shape = layers_.back()->build(shape, dtype);
+    Layer& layer = *layers_.back();
+    layer.set_split(tp);
+    shape = layer.build(shape, dtype);
+    if (tp.active() && !layer.tensor_parallel() && !layer.param_specs().empty())
+      throw UserError("dist.tp " + std::to_string(tp.size) + ": layer " + std::to_string(layers_.size() - 1) +
+                      " '" + layer.spec() +
+                      "' cannot be split over a tensor-parallel group (tensor parallelism splits the "
+                      "transformer models' layers); use --dist.tp 1 for this model");
     out_shapes_.push_back(shape);
     layer_offset_.push_back(total);
     specs.push_back(layers_.back()->param_specs());
@@ -139,6 +168,8 @@ Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DTy
       }
       slots.push_back({offset, ps.shape});
       const int64_t n = ps.shape.count();
+      HPC_ASSERT(!ps.shard.split() || ps.shard.local_shape() == ps.shape,
+                 "layer '" + layers_[i]->spec() + "': " + ps.name + " is not its shard's shape");
       const int64_t a = std::max(offset, params_lo_), b = std::min(offset + n, params_lo_ + params_.count());
       if (a == offset && b == offset + n) {
         init_param(init.slice(offset - params_lo_, ps.shape), ps, seed, stream);
@@ -148,8 +179,19 @@ Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DTy
         backend::copy(whole.slice(a - offset, Shape{b - a}), init.slice(a - params_lo_, Shape{b - a}));
       }
       ++stream;
-      info_.push_back({std::to_string(i) + "." + layer_kind(layers_[i]->spec()) + "." + ps.name,
-                       static_cast<int>(i), offset, ps.shape, ps.weight_decay});
+      ParamInfo info;
+      info.name = std::to_string(i) + "." + layer_kind(layers_[i]->spec()) + "." + ps.name;
+      info.layer = static_cast<int>(i);
+      info.offset = offset;
+      info.shape = ps.shape;
+      info.weight_decay = ps.weight_decay;
+      info.shard = ps.shard;
+      if (!ps.shard.split()) info.shard.full = ps.shape;  // replicated: the part is the whole tensor
+      info.full_shape = info.shard.full;
+      info.full_offset = num_full_params_;
+      info.tp_partial = ps.tp_partial;
+      num_full_params_ += info.full_shape.count();
+      info_.push_back(std::move(info));
       offset += n;
     }
     slots_.push_back(std::move(slots));
@@ -177,6 +219,10 @@ Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DTy
 int64_t Model::layer_end(int i) const {
   return static_cast<size_t>(i) + 1 < layers_.size() ? layer_offset_[static_cast<size_t>(i) + 1]
                                                      : num_params_;
+}
+
+VocabSplit Model::output_vocab() const {
+  return layers_.empty() ? VocabSplit() : layers_.back()->output_vocab();
 }
 
 void Model::bind_layer(int i, const std::function<std::pair<Tensor, Tensor>(const ParamSlot&)>& at) {

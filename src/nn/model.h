@@ -66,6 +66,16 @@ struct ParamInfo {
   int64_t offset = 0;  // element offset in the flat buffers
   Shape shape;
   bool weight_decay = true;
+  // Tensor parallelism (nn/tensor_parallel.h): how this rank's part maps onto the unsplit
+  // parameter (replicated: dim < 0 and shard.full = shape, so take_shard / put_shard copy it
+  // whole), its unsplit shape and its offset in the unsplit model's flat layout (a checkpoint's).
+  // Unsplit, full_shape = shape and full_offset = offset.
+  ParamShard shard;
+  Shape full_shape;
+  int64_t full_offset = 0;
+  // Replicated, but its gradient here is only this rank's part (sequence parallelism: used on this
+  // rank's rows only): the trainer sums it over the tensor-parallel group before the optimizer.
+  bool tp_partial = false;
 };
 
 class Model {
@@ -78,8 +88,11 @@ class Model {
   Model(const std::string& spec, const Shape& input_shape, DType dtype, uint64_t seed,
         Device device = Device::CPU, const StoredRange& stored = {});
   // The same from a spec already parsed (nn::parse_spec).
+  // tp: the tensor-parallel split to build for (nn/tensor_parallel.h): each rank holds its part of
+  // the layers that split, initialised as its slice of the unsplit initialisation. A layer with
+  // parameters that cannot split is a UserError naming it.
   Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DType dtype, uint64_t seed,
-        Device device = Device::CPU, const StoredRange& stored = {});
+        Device device = Device::CPU, const StoredRange& stored = {}, const TpSplit& tp = {});
 
   const std::string& spec() const { return spec_; }  // canonical text (each layer's spec())
   const Shape& input_shape() const { return input_shape_; }
@@ -116,6 +129,13 @@ class Model {
   void bind_layer(int i, const std::function<std::pair<Tensor, Tensor>(const ParamSlot&)>& at);
   // Installs (or, null, removes) the hooks around every layer; the model does not own it.
   void set_param_source(ParamSource* source) { source_ = source; }
+  // The tensor-parallel split it was built for, and the unsplit model's parameter count
+  // (= num_params() unsplit; the parameters' full_offset are offsets in that layout).
+  const TpSplit& split() const { return tp_; }
+  int64_t num_full_params() const { return num_full_params_; }
+  // The model's output is a shard of a vocabulary (a split lm_head's logits): which. The last
+  // layer's Layer::output_vocab (vocab 0: the output is no vocabulary).
+  VocabSplit output_vocab() const;
   // Non-trained persistent state (BatchNorm running statistics), named "3.bn.running_mean".
   std::vector<std::pair<std::string, Tensor>> buffers();
 
@@ -167,6 +187,8 @@ class Model {
   std::vector<ParamInfo> info_;
   int64_t num_params_ = 0;
   int64_t params_lo_ = 0, grads_lo_ = 0;  // what params_ and grads_ start at in the layout
+  TpSplit tp_;
+  int64_t num_full_params_ = 0;
   Tensor params_, grads_;
   ParamSource* source_ = nullptr;
   std::vector<Tensor> acts_, dacts_;  // acts_[i+1] = output of layer i; acts_[0] = the input view

@@ -12,6 +12,14 @@
 // one [(H + 2·KV)·d, C] matrix. The qkv kept for backward is the rotated
 // one (attention's gradient is with respect to it); backward turns dq and
 // dk back by the inverse rotation before the projection's gradients.
+//
+// Split over a tensor-parallel group (Megatron-LM), each rank holds whole
+// heads: heads/T query heads and kv_heads/T key/value heads (query head h
+// still reads kv head h/group), i.e. its rows of q, k and v (of GPT-2's
+// packed qkv, three pieces) and its input columns of proj. Its heads' output
+// projected by its columns of proj is a partial sum: the group sums it (or
+// reduce-scatters it, sequence parallelism) and then proj.bias is added,
+// once. The input gradient is summed the same way (TpRows).
 #include <cmath>
 
 #include "backend/ops.h"
@@ -53,7 +61,16 @@ Shape Attention::build(const Shape& in, DType dtype) {
   if (width_ % cfg_.heads != 0)
     throw_layer_error(text_, "the width " + std::to_string(width_) + " is not a multiple of the " +
                                  std::to_string(cfg_.heads) + " heads");
-  dims_ = {cfg_.heads, kv, width_ / cfg_.heads};
+  full_ = {cfg_.heads, kv, width_ / cfg_.heads};
+  if (tp_.active() && (full_.heads % tp_.size != 0 || full_.kv_heads % tp_.size != 0))
+    throw_layer_error(text_, "its " + std::to_string(full_.heads) + " heads and " +
+                                 std::to_string(full_.kv_heads) + " kv_heads cannot be split over dist.tp " +
+                                 std::to_string(tp_.size) +
+                                 " ranks (each rank takes whole heads and whole kv heads: both must be "
+                                 "multiples of dist.tp)");
+  dims_ = {full_.heads / tp_.size, full_.kv_heads / tp_.size, full_.head_dim};
+  if (tp_.sequence_split()) context_ *= tp_.size;  // its input: this rank's chunk of the rows
+  rows_.configure(tp_, width_);
   if (cfg_.rotary.enabled() && dims_.head_dim % 2 != 0)
     throw_layer_error(text_,
                       "rotary positions need an even head width, got " + std::to_string(dims_.head_dim));
@@ -62,19 +79,48 @@ Shape Attention::build(const Shape& in, DType dtype) {
   return in;
 }
 
+namespace {
+
+// Rank `rank` of `parts`'s rows of a [q | k | v] stack (along dim 0) of the unsplit widths q, kv, kv:
+// its heads' q rows, then its kv heads' k rows and v rows, adjacent.
+ParamShard qkv_shard(const Shape& full, int64_t q, int64_t kv, int parts, int rank) {
+  ParamShard s;
+  s.dim = 0;
+  s.full = full;
+  const int64_t lq = q / parts, lkv = kv / parts;
+  s.pieces = {{0, rank * lq, lq}, {lq, q + rank * lkv, lkv}, {lq + lkv, q + kv + rank * lkv, lkv}};
+  return s;
+}
+
+}  // namespace
+
 std::vector<ParamSpec> Attention::param_specs() const {
-  const int64_t c = width_, q = dims_.q_width(), kv = dims_.kv_width();
-  ParamSpec proj{"proj.weight", Shape{c, q}, Init::Normal002, q, c, true};
+  const int64_t c = width_, q = dims_.q_width(), kv = dims_.kv_width(), w = dims_.qkv_width();
+  const int64_t fq = full_.q_width(), fkv = full_.kv_width(), fw = full_.qkv_width();
+  const bool split = tp_.active();
+  ParamSpec proj{"proj.weight", Shape{c, q}, Init::Normal002, fq, c, true};
   proj.init_scale = 1.0 / std::sqrt(2.0 * double(cfg_.layers));
-  if (cfg_.bias)  // GPT-2: one packed c_attn matrix and its bias
-    return {{"qkv.weight", Shape{dims_.qkv_width(), c}, Init::Normal002, c, dims_.qkv_width(), true},
-            {"qkv.bias", Shape{dims_.qkv_width()}, Init::Zeros, c, dims_.qkv_width(), false},
-            proj,
-            {"proj.bias", Shape{c}, Init::Zeros, q, c, false}};
-  return {{"q.weight", Shape{q, c}, Init::Normal002, c, q, true},
-          {"k.weight", Shape{kv, c}, Init::Normal002, c, kv, true},
-          {"v.weight", Shape{kv, c}, Init::Normal002, c, kv, true},
-          proj};
+  if (split) proj.shard = ParamShard::block(Shape{c, fq}, 1, tp_.size, tp_.rank);
+  if (cfg_.bias) {  // GPT-2: one packed c_attn matrix and its bias
+    ParamSpec qkv{"qkv.weight", Shape{w, c}, Init::Normal002, c, fw, true};
+    ParamSpec qkv_bias{"qkv.bias", Shape{w}, Init::Zeros, c, fw, false};
+    ParamSpec proj_bias{"proj.bias", Shape{c}, Init::Zeros, fq, c, false};
+    if (split) {
+      qkv.shard = qkv_shard(Shape{fw, c}, fq, fkv, tp_.size, tp_.rank);
+      qkv_bias.shard = qkv_shard(Shape{fw}, fq, fkv, tp_.size, tp_.rank);
+    }
+    proj_bias.tp_partial = tp_.sequence_split();  // added to this rank's rows only
+    return {qkv, qkv_bias, proj, proj_bias};
+  }
+  ParamSpec wq{"q.weight", Shape{q, c}, Init::Normal002, c, fq, true};
+  ParamSpec wk{"k.weight", Shape{kv, c}, Init::Normal002, c, fkv, true};
+  ParamSpec wv{"v.weight", Shape{kv, c}, Init::Normal002, c, fkv, true};
+  if (split) {
+    wq.shard = ParamShard::block(Shape{fq, c}, 0, tp_.size, tp_.rank);
+    wk.shard = ParamShard::block(Shape{fkv, c}, 0, tp_.size, tp_.rank);
+    wv.shard = ParamShard::block(Shape{fkv, c}, 0, tp_.size, tp_.rank);
+  }
+  return {wq, wk, wv, proj};
 }
 
 void Attention::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
@@ -100,7 +146,7 @@ int64_t Attention::forward_flops() const {
 
 ActivationBytes Attention::activation_bytes(int64_t batch) const {
   const int64_t b = batch *
-                    (context_ * (dims_.qkv_width() + dims_.q_width()) + cfg_.heads * context_ * context_) *
+                    (context_ * (dims_.qkv_width() + dims_.q_width()) + dims_.heads * context_ * context_) *
                     int64_t(dtype_size(dtype_));
   return {b, b, b};
 }
@@ -108,13 +154,16 @@ ActivationBytes Attention::activation_bytes(int64_t batch) const {
 void Attention::release_scratch() {
   qkv_ = probs_ = heads_out_ = Tensor();
   dqkv_ = dheads_ = dscores_ = Tensor();
+  rows_.release();
 }
 
-void Attention::forward(const Tensor& x, const Tensor& y, const RunCtx&) {
-  const int64_t n = x.shape()[0], rows = n * context_, c = width_, w = dims_.qkv_width(), q = dims_.q_width();
-  const Device dev = x.device();
+void Attention::forward(const Tensor& x_part, const Tensor& y, const RunCtx& ctx) {
+  const int64_t n = x_part.shape()[0], rows = n * context_, c = width_, w = dims_.qkv_width(),
+                q = dims_.q_width();
+  const Device dev = x_part.device();
+  const Tensor x = rows_.in(x_part, ctx);
   const Tensor qkv = scratch(qkv_, Shape{n, context_, w}, dtype_, dev);
-  const Tensor probs = scratch(probs_, Shape{n, cfg_.heads, context_, context_}, dtype_, dev);
+  const Tensor probs = scratch(probs_, Shape{n, dims_.heads, context_, context_}, dtype_, dev);
   const Tensor heads = scratch(heads_out_, Shape{n, context_, q}, dtype_, dev);
   backend::gemm(false, true, rows, w, c, 1.0, x, w_qkv_, 0.0, qkv);
   if (cfg_.bias) backend::add_bias(qkv, b_qkv_, w, 1);
@@ -124,23 +173,28 @@ void Attention::forward(const Tensor& x, const Tensor& y, const RunCtx&) {
                           rotary_.sin(0, context_), false, false);
   }
   backend::attention_forward(qkv, dims_.heads, dims_.kv_heads, probs, heads);
-  backend::gemm(false, true, rows, c, q, 1.0, heads, w_proj_, 0.0, y);
+  backend::gemm(false, true, rows, c, q, 1.0, heads, w_proj_, 0.0, rows_.out(y));
+  rows_.reduce_output(y, ctx);  // split: the heads' partial sums, summed over the group
   if (cfg_.bias) backend::add_bias(y, b_proj_, c, 1);
 }
 
-void Attention::backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tensor& dx, const RunCtx&) {
-  const int64_t n = x.shape()[0], rows = n * context_, c = width_, w = dims_.qkv_width(), q = dims_.q_width();
-  const Device dev = x.device();
+void Attention::backward(const Tensor& x_part, const Tensor&, const Tensor& dy_part, const Tensor& dx,
+                         const RunCtx& ctx) {
+  const int64_t n = x_part.shape()[0], rows = n * context_, c = width_, w = dims_.qkv_width(),
+                q = dims_.q_width();
+  const Device dev = x_part.device();
   HPC_ASSERT(qkv_.defined() && qkv_.count() >= rows * w, "attn: backward before forward");
+  const Tensor x = rows_.kept_in(x_part);
   const Tensor qkv = qkv_.slice(0, Shape{n, context_, w});
-  const Tensor probs = probs_.slice(0, Shape{n, cfg_.heads, context_, context_});
+  const Tensor probs = probs_.slice(0, Shape{n, dims_.heads, context_, context_});
   const Tensor heads = heads_out_.slice(0, Shape{n, context_, q});
   const Tensor dheads = scratch(dheads_, Shape{n, context_, q}, dtype_, dev);
   const Tensor dqkv = scratch(dqkv_, Shape{n, context_, w}, dtype_, dev);
   const Tensor dscores = scratch(dscores_, Shape{context_, context_}, dtype_, dev);
 
+  if (cfg_.bias) backend::bias_grad(dy_part, db_proj_, c, 1);  // this rank's rows under sequence parallelism
+  const Tensor dy = rows_.out_grad(dy_part, ctx);
   backend::gemm(true, false, c, q, rows, 1.0, dy, heads, 1.0, dw_proj_);  // dWproj += dyᵀ·heads
-  if (cfg_.bias) backend::bias_grad(dy, db_proj_, c, 1);
   backend::gemm(false, false, rows, q, c, 1.0, dy, w_proj_, 0.0, dheads);
   backend::attention_backward(qkv, probs, dheads, dims_.heads, dims_.kv_heads, dqkv, dscores);
   if (cfg_.rotary.enabled())
@@ -148,7 +202,9 @@ void Attention::backward(const Tensor& x, const Tensor&, const Tensor& dy, const
                           rotary_.sin(0, context_), false, true);
   backend::gemm(true, false, w, c, rows, 1.0, dqkv, x, 1.0, dw_qkv_);  // dWqkv += dqkvᵀ·x
   if (cfg_.bias) backend::bias_grad(dqkv, db_qkv_, w, 1);
-  if (dx.defined()) backend::gemm(false, false, rows, c, w, 1.0, dqkv, w_qkv_, 0.0, dx);
+  if (!dx.defined()) return;
+  backend::gemm(false, false, rows, c, w, 1.0, dqkv, w_qkv_, 0.0, rows_.in_grad(dx));
+  rows_.reduce_input_grad(dx, ctx);  // split: each rank's heads' part of dx
 }
 
 void Attention::start_decode(int64_t max_positions) {
@@ -156,7 +212,8 @@ void Attention::start_decode(int64_t max_positions) {
   k_cache_ = v_cache_ = Tensor();  // allocated on the first decode, on its device
 }
 
-void Attention::decode(const Tensor& x, const Tensor& y, int64_t pos, const RunCtx&) {
+void Attention::decode(const Tensor& x, const Tensor& y, int64_t pos, const RunCtx& ctx) {
+  HPC_ASSERT(!tp_.sequence_split(), "attn: no decoding with sequence parallelism");
   const int64_t n = x.count() / width_, c = width_, w = dims_.qkv_width(), q = dims_.q_width();
   const Device dev = x.device();
   if (pos + n > cache_rows_)
@@ -177,6 +234,7 @@ void Attention::decode(const Tensor& x, const Tensor& y, int64_t pos, const RunC
   }
   backend::attention_decode(qkv, dims_.heads, dims_.kv_heads, k_cache_, v_cache_, pos, heads);
   backend::gemm(false, true, n, c, q, 1.0, heads, w_proj_, 0.0, y);
+  rows_.reduce_output(y, ctx);
   if (cfg_.bias) backend::add_bias(y, b_proj_, c, 1);
 }
 

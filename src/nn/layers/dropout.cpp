@@ -6,6 +6,11 @@
 // it, and a resumed run draws the same masks. Rank r (ctx.rank) draws
 // indices [r·count, (r+1)·count): the ranks' masks differ, and N ranks with
 // batch b draw exactly the mask of one rank with batch N·b.
+//
+// In a tensor-parallel model the dropout layers sit outside the split
+// layers: every rank of the group draws the same mask (ctx.rank is the
+// data-parallel replica's), or with sequence parallelism, where each holds
+// a chunk of the replica's rows, the chunk's part of that mask.
 #include "backend/ops.h"
 #include "kernels/random.h"
 #include "nn/layers/layer_util.h"
@@ -15,8 +20,13 @@ namespace hpc::nn {
 
 namespace {
 uint64_t mask_stream(const RunCtx& ctx) { return kernels::splitmix64(ctx.step) + ctx.layer; }
-uint64_t mask_offset(const RunCtx& ctx, const Tensor& x) { return uint64_t(ctx.rank) * uint64_t(x.count()); }
 }  // namespace
+
+uint64_t Dropout::mask_offset(const RunCtx& ctx, const Tensor& x) const {
+  const uint64_t chunk = tp_.sequence_split() ? uint64_t(ctx.rank) * uint64_t(tp_.size) + uint64_t(tp_.rank)
+                                              : uint64_t(ctx.rank);
+  return chunk * uint64_t(x.count());
+}
 
 Dropout::Dropout(const LayerArgs& args) {
   ArgReader r(args, {"p"});

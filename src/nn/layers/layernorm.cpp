@@ -28,8 +28,8 @@ Shape LayerNorm::build(const Shape& in, DType dtype) {
 }
 
 std::vector<ParamSpec> LayerNorm::param_specs() const {
-  return {{"gamma", Shape{width_}, Init::Ones, width_, width_, false},
-          {"beta", Shape{width_}, Init::Zeros, width_, width_, false}};
+  return partial_over_group({{"gamma", Shape{width_}, Init::Ones, width_, width_, false},
+                             {"beta", Shape{width_}, Init::Zeros, width_, width_, false}});
 }
 
 void LayerNorm::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {

@@ -173,9 +173,13 @@ class Dropout final : public Layer {
   void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
                 const RunCtx& ctx) override;
+  void set_split(const TpSplit& tp) override { tp_ = tp; }
 
  private:
+  uint64_t mask_offset(const RunCtx& ctx, const Tensor& x) const;
+
   double p_ = 0.5;
+  TpSplit tp_;
 };
 
 class Flatten final : public Layer {

@@ -6,6 +6,12 @@
 // one GEMM too, whose rows hold [gate | up] as swiglu_forward takes them.
 // The output projection writes into the residual stream: init scale
 // 1/√(2·layers).
+//
+// Split over a tensor-parallel group (Megatron-LM), each rank holds ffn/T
+// columns of the first projection(s) (fc and its bias; gate and up, still
+// adjacent, so [gate | up] stays one GEMM per rank) and the same input
+// columns of the output projection: its output is a partial sum, reduced
+// over the group (TpRows) before the output bias is added, once.
 #include <cmath>
 
 #include "backend/ops.h"
@@ -37,25 +43,38 @@ Shape Mlp::build(const Shape& in, DType dtype) {
   context_ = in[0];
   width_ = in[1];
   dtype_ = dtype;
+  if (tp_.active() && ffn_ % tp_.size != 0)
+    throw_layer_error(text_, "its " + std::to_string(ffn_) + " ffn columns cannot be split over dist.tp " +
+                                 std::to_string(tp_.size) + " ranks (not a multiple)");
+  local_ffn_ = ffn_ / tp_.size;
+  if (tp_.sequence_split()) context_ *= tp_.size;  // its input: this rank's chunk of the rows
+  rows_.configure(tp_, width_);
   return in;
 }
 
 std::vector<ParamSpec> Mlp::param_specs() const {
-  const int64_t c = width_, f = ffn_;
+  const int64_t c = width_, f = ffn_, lf = local_ffn_;
   const double out_scale = 1.0 / std::sqrt(2.0 * double(layers_));
+  const bool split = tp_.active();
+  // Rank r's columns of the first projection(s): rows of [F, C] (or of the bias [F]); of the output
+  // projection: the same columns of [C, F].
+  const auto by_columns = [&](ParamSpec p) {
+    if (split)
+      p.shard = ParamShard::block(p.shape.rank() == 1 ? Shape{f} : Shape{f, c}, 0, tp_.size, tp_.rank);
+    return p;
+  };
+  ParamSpec out{
+      kind_ == Kind::Gelu ? "proj.weight" : "down.weight", Shape{c, lf}, Init::Normal002, f, c, true};
+  out.init_scale = out_scale;
+  if (split) out.shard = ParamShard::block(Shape{c, f}, 1, tp_.size, tp_.rank);
   if (kind_ == Kind::Gelu) {
-    ParamSpec proj{"proj.weight", Shape{c, f}, Init::Normal002, f, c, true};
-    proj.init_scale = out_scale;
-    return {{"fc.weight", Shape{f, c}, Init::Normal002, c, f, true},
-            {"fc.bias", Shape{f}, Init::Zeros, c, f, false},
-            proj,
-            {"proj.bias", Shape{c}, Init::Zeros, f, c, false}};
+    ParamSpec out_bias{"proj.bias", Shape{c}, Init::Zeros, f, c, false};
+    out_bias.tp_partial = tp_.sequence_split();  // added to this rank's rows only
+    return {by_columns({"fc.weight", Shape{lf, c}, Init::Normal002, c, f, true}),
+            by_columns({"fc.bias", Shape{lf}, Init::Zeros, c, f, false}), out, out_bias};
   }
-  ParamSpec down{"down.weight", Shape{c, f}, Init::Normal002, f, c, true};
-  down.init_scale = out_scale;
-  return {{"gate.weight", Shape{f, c}, Init::Normal002, c, f, true},
-          {"up.weight", Shape{f, c}, Init::Normal002, c, f, true},
-          down};
+  return {by_columns({"gate.weight", Shape{lf, c}, Init::Normal002, c, f, true}),
+          by_columns({"up.weight", Shape{lf, c}, Init::Normal002, c, f, true}), out};
 }
 
 void Mlp::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {
@@ -66,7 +85,7 @@ void Mlp::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
     return;
   }
   HPC_ASSERT(params.size() == 3 && grads.size() == 3, "swiglu: bind count");
-  const Shape gate_up{2 * ffn_, width_};
+  const Shape gate_up{2 * local_ffn_, width_};
   w_in_ = params[0].joined(params[1], gate_up);
   dw_in_ = grads[0].joined(grads[1], gate_up);
   w_out_ = params[2], dw_out_ = grads[2];
@@ -74,18 +93,19 @@ void Mlp::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& gra
 
 int64_t Mlp::forward_flops() const {
   const int64_t projections = kind_ == Kind::Gelu ? 2 : 3;
-  return 2 * projections * context_ * width_ * ffn_;
+  return 2 * projections * context_ * width_ * local_ffn_;
 }
 
 ActivationBytes Mlp::activation_bytes(int64_t batch) const {
-  const int64_t in = kind_ == Kind::Gelu ? ffn_ : 2 * ffn_;  // h: fc's output, or [gate | up]
-  const int64_t b = batch * context_ * (in + ffn_) * int64_t(dtype_size(dtype_));
+  const int64_t in = kind_ == Kind::Gelu ? local_ffn_ : 2 * local_ffn_;  // h: fc's output, or [gate | up]
+  const int64_t b = batch * context_ * (in + local_ffn_) * int64_t(dtype_size(dtype_));
   return {b, b, b};
 }
 
-void Mlp::forward(const Tensor& x, const Tensor& y, const RunCtx&) {
-  const int64_t rows = x.count() / width_, c = width_, f = ffn_;
-  const Device dev = x.device();
+void Mlp::forward(const Tensor& x_part, const Tensor& y, const RunCtx& ctx) {
+  const int64_t rows = rows_.all_rows(x_part.count() / width_), c = width_, f = local_ffn_;
+  const Device dev = x_part.device();
+  const Tensor x = rows_.in(x_part, ctx);
   const int64_t in = kind_ == Kind::Gelu ? f : 2 * f;
   const Tensor h = scratch(h_, Shape{rows, in}, dtype_, dev), a = scratch(act_, Shape{rows, f}, dtype_, dev);
   backend::gemm(false, true, rows, in, c, 1.0, x, w_in_, 0.0, h);
@@ -96,19 +116,24 @@ void Mlp::forward(const Tensor& x, const Tensor& y, const RunCtx&) {
     backend::swiglu_forward(h, a);
   }
   if (!y.defined()) return;  // a recomputing block needs only the state kept above
-  backend::gemm(false, true, rows, c, f, 1.0, a, w_out_, 0.0, y);
+  backend::gemm(false, true, rows, c, f, 1.0, a, w_out_, 0.0, rows_.out(y));
+  rows_.reduce_output(y, ctx);  // split: the ffn columns' partial sums, summed over the group
   if (kind_ == Kind::Gelu) backend::add_bias(y, b_out_, c, 1);
 }
 
-void Mlp::backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tensor& dx, const RunCtx&) {
-  const int64_t rows = x.count() / width_, c = width_, f = ffn_;
-  const Device dev = x.device();
+void Mlp::backward(const Tensor& x_part, const Tensor&, const Tensor& dy_part, const Tensor& dx,
+                   const RunCtx& ctx) {
+  const int64_t rows = rows_.all_rows(x_part.count() / width_), c = width_, f = local_ffn_;
+  const Device dev = x_part.device();
+  const Tensor x = rows_.kept_in(x_part);
   const int64_t in = kind_ == Kind::Gelu ? f : 2 * f;
   HPC_ASSERT(act_.defined() && act_.count() >= rows * f, "mlp: backward before forward");
   const Tensor h = h_.slice(0, Shape{rows, in}), a = act_.slice(0, Shape{rows, f});
   const Tensor da = scratch(dact_, Shape{rows, f}, dtype_, dev);
+  if (kind_ == Kind::Gelu)
+    backend::bias_grad(dy_part, db_out_, c, 1);  // this rank's rows under sequence parallelism
+  const Tensor dy = rows_.out_grad(dy_part, ctx);
   backend::gemm(true, false, c, f, rows, 1.0, dy, a, 1.0, dw_out_);  // dW_out += dyᵀ·a
-  if (kind_ == Kind::Gelu) backend::bias_grad(dy, db_out_, c, 1);
   backend::gemm(false, false, rows, f, c, 1.0, dy, w_out_, 0.0, da);
   Tensor dh = da;  // GELU: in place, da becomes d(fc)
   if (kind_ == Kind::Gelu) {
@@ -119,7 +144,9 @@ void Mlp::backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tenso
   }
   backend::gemm(true, false, in, c, rows, 1.0, dh, x, 1.0, dw_in_);  // dW_in += dhᵀ·x
   if (kind_ == Kind::Gelu) backend::bias_grad(dh, db_in_, f, 1);
-  if (dx.defined()) backend::gemm(false, false, rows, c, in, 1.0, dh, w_in_, 0.0, dx);
+  if (!dx.defined()) return;
+  backend::gemm(false, false, rows, c, in, 1.0, dh, w_in_, 0.0, rows_.in_grad(dx));
+  rows_.reduce_input_grad(dx, ctx);  // split: each rank's columns' part of dx
 }
 
 }  // namespace hpc::nn

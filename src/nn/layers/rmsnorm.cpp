@@ -30,7 +30,7 @@ Shape RmsNorm::build(const Shape& in, DType dtype) {
 }
 
 std::vector<ParamSpec> RmsNorm::param_specs() const {
-  return {{"weight", Shape{width_}, Init::Ones, width_, width_, false}};
+  return partial_over_group({{"weight", Shape{width_}, Init::Ones, width_, width_, false}});
 }
 
 void RmsNorm::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& grads) {

@@ -20,6 +20,12 @@
 // the whole batch. `layers` is the model's depth: the projections that write
 // into the residual stream start with N(0, 0.02²/(2·layers)) (GPT-2's rule,
 // used for both families) so the stream's variance does not grow with depth.
+// Split over a tensor-parallel group (nn/tensor_parallel.h): embed and
+// lm_head hold their rows of the vocabulary (padded to a multiple of 128·T),
+// the block's pieces split by heads and ffn columns (transformer_pieces.h),
+// the norms run replicated — with sequence parallelism on each rank's chunk
+// of the rows, between an embed that reduce-scatters and an lm_head that
+// all-gathers.
 // A tied lm_head owns no parameter: its weight is the embedding's token
 // matrix (ParamSpec::tied_to), so the model learns one V×C matrix for both.
 #pragma once
@@ -49,13 +55,18 @@ class Embedding final : public Layer {
   void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
                 const RunCtx& ctx) override;
-  bool can_decode() const override { return true; }
+  bool can_decode() const override { return !tp_.sequence_split(); }
   void decode(const Tensor& x, const Tensor& y, int64_t pos, const RunCtx& ctx) override;
+  void set_split(const TpSplit& tp) override { tp_ = tp; }
+  bool tensor_parallel() const override { return true; }
 
  private:
   std::string text_;
   int64_t vocab_ = 0, width_ = 0, context_ = 0, positions_ = 0;
+  TpSplit tp_;
+  VocabSplit split_;  // this rank's rows of the token matrix
   Tensor wte_, wpe_, dwte_, dwpe_;
+  Tensor full_;  // sequence parallelism: the whole batch's rows before the reduce-scatter / after the gather
 };
 
 // One transformer block, written once for both families from the pieces:
@@ -76,6 +87,8 @@ class TransformerBlock final : public Layer {
   bool can_decode() const override { return true; }
   void start_decode(int64_t max_positions) override { attn_->start_decode(max_positions); }
   void decode(const Tensor& x, const Tensor& y, int64_t pos, const RunCtx& ctx) override;
+  void set_split(const TpSplit& tp) override { tp_ = tp; }
+  bool tensor_parallel() const override { return true; }
 
  private:
   // The forward pass into this block's scratch tensors; y may be undefined (recompute).
@@ -90,6 +103,7 @@ class TransformerBlock final : public Layer {
   RotaryConfig rotary_;
   bool recompute_ = false;
   DType dtype_ = DType::F32;
+  TpSplit tp_;
   std::unique_ptr<RowNorm> norm1_, norm2_;
   std::unique_ptr<Attention> attn_;
   std::unique_ptr<Mlp> mlp_;
@@ -108,14 +122,22 @@ class LmHead final : public Layer {
   void forward(const Tensor& x, const Tensor& y, const RunCtx& ctx) override;
   void backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& dx,
                 const RunCtx& ctx) override;
-  int64_t forward_flops() const override { return 2 * context_ * width_ * vocab_; }
-  bool can_decode() const override { return true; }
+  int64_t forward_flops() const override { return 2 * context_ * width_ * split_.shard; }
+  bool can_decode() const override { return !tp_.sequence_split(); }
+  void set_split(const TpSplit& tp) override { tp_ = tp; }
+  bool tensor_parallel() const override { return true; }
+  VocabSplit output_vocab() const override;
 
  private:
+  Tensor input_rows(const Tensor& x, const RunCtx& ctx);
+
   std::string text_;
   int64_t vocab_ = 0, width_ = 0, context_ = 0;
   bool tied_ = true;
+  TpSplit tp_;
+  VocabSplit split_;  // the logits' columns this rank computes
   Tensor weight_, dweight_;
+  Tensor x_full_, dx_full_;  // sequence parallelism: the gathered input rows and their gradient
 };
 
 }  // namespace hpc::nn

@@ -12,6 +12,13 @@
 // and order from before the families shared the block, so checkpoints and
 // exports are unchanged) and runs the residual adds.
 //
+// Split over a tensor-parallel group, the pieces split themselves
+// (transformer_pieces.h) and the block stays this composition: the norms
+// and the residual adds run on the rows the block is given — all of them,
+// replicated on every rank, or with sequence parallelism this rank's chunk,
+// the attention and the MLP gathering and scattering around their
+// projections.
+//
 // recompute=1 is gradient checkpointing per block (Chen et al. 2016): forward
 // keeps nothing but its input (which the model holds anyway) and frees its
 // intermediates; backward runs the same forward again, then the backward
@@ -107,6 +114,9 @@ Shape TransformerBlock::build(const Shape& in, DType dtype) {
     norm1_ = std::make_unique<LayerNorm>(1e-5, text_ + " > ln1");
     norm2_ = std::make_unique<LayerNorm>(1e-5, text_ + " > ln2");
   }
+  for (Layer* part : {static_cast<Layer*>(norm1_.get()), static_cast<Layer*>(norm2_.get()),
+                      static_cast<Layer*>(attn_.get()), static_cast<Layer*>(mlp_.get())})
+    part->set_split(tp_);
   norm1_->build(in, dtype);
   norm2_->build(in, dtype);
   attn_->build(in, dtype);

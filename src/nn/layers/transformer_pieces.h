@@ -26,6 +26,45 @@
 
 namespace hpc::nn {
 
+// ---- tensor parallelism --------------------------------------------------------------
+
+// The collectives around a pair of split projections (Megatron-LM's f and g;
+// with sequence parallelism Korthikanti et al.'s all-gather and
+// reduce-scatter), on a piece's [rows, width] activations. The first
+// projection is split by output columns: it reads every row of the input
+// (in(): x, or with sequence parallelism the group's chunks gathered, kept
+// for backward), and its input gradient is a partial sum over the group
+// (reduce_input_grad). The second is split by input columns: its output is
+// a partial sum (out() gives the tensor to write it into, reduce_output()
+// reduces it into y), and its output gradient is every row's (out_grad()).
+// Unsplit, every call is the identity on the tensors it is given.
+class TpRows {
+ public:
+  void configure(const TpSplit& tp, int64_t width) { tp_ = tp, width_ = width; }
+  // The rows of this rank's input x the group's projections read (kept until the next in()).
+  Tensor in(const Tensor& x, const RunCtx& ctx);
+  Tensor kept_in(const Tensor& x) const;  // the last in()'s rows, in backward
+  // Where the row-split projection writes y's partial sum, and the reduction of it into y.
+  Tensor out(const Tensor& y);
+  void reduce_output(const Tensor& y, const RunCtx& ctx);
+  // The gradient of every row of the output from dy (this rank's rows under sequence parallelism).
+  Tensor out_grad(const Tensor& dy, const RunCtx& ctx);
+  // Where the column-split projection writes dx's partial sum, and the reduction of it into dx.
+  Tensor in_grad(const Tensor& dx);
+  void reduce_input_grad(const Tensor& dx, const RunCtx& ctx);
+  // The rows of every rank for `local` rows of this one.
+  int64_t all_rows(int64_t local) const { return tp_.sequence_split() ? local * tp_.size : local; }
+  void release() { x_ = y_ = dy_ = dx_ = Tensor(); }
+
+ private:
+  TpComm& comm(const RunCtx& ctx) const;
+  Shape rows_of(const Tensor& t) const { return Shape{all_rows(t.count() / width_), width_}; }
+
+  TpSplit tp_;
+  int64_t width_ = 0;
+  Tensor x_, y_, dy_, dx_;  // sequence parallelism: the gathered (or to-be-scattered) rows
+};
+
 // ---- dimensions ------------------------------------------------------------------
 
 // An attention's widths, all from the head counts: query head h reads key
@@ -66,6 +105,9 @@ class RotaryTables {
 
 // A norm over the last dimension of rows, as the block uses it: backward
 // may add into dx (the residual's skip path already holds its gradient).
+// In a tensor-parallel model it runs replicated on every rank of the group
+// (the same rows, the same bits), or with sequence parallelism on this
+// rank's chunk of the rows: then its parameters' gradients are partial.
 class RowNorm : public Layer {
  public:
   virtual void backward_into(const Tensor& x, const Tensor& dy, const Tensor& dx, bool accumulate) = 0;
@@ -74,6 +116,18 @@ class RowNorm : public Layer {
   void backward(const Tensor& x, const Tensor&, const Tensor& dy, const Tensor& dx, const RunCtx&) override {
     backward_into(x, dy, dx, false);
   }
+  void set_split(const TpSplit& tp) override { partial_ = tp.sequence_split(); }
+  bool tensor_parallel() const override { return true; }
+
+ protected:
+  // specs marked ParamSpec::tp_partial when the norm sees only this rank's rows.
+  std::vector<ParamSpec> partial_over_group(std::vector<ParamSpec> specs) const {
+    for (ParamSpec& p : specs) p.tp_partial = partial_;
+    return specs;
+  }
+
+ private:
+  bool partial_ = false;
 };
 
 // LayerNorm (Ba et al. 2016): gamma and beta, eps default 1e-5. Spec: ln(eps=1e-5).
@@ -152,19 +206,24 @@ class Attention final : public Layer {
   void start_decode(int64_t max_positions) override;
   void decode(const Tensor& x, const Tensor& y, int64_t pos, const RunCtx& ctx) override;
 
-  const AttnDims& dims() const { return dims_; }
+  void set_split(const TpSplit& tp) override { tp_ = tp; }
+  bool tensor_parallel() const override { return true; }
+
+  const AttnDims& dims() const { return dims_; }  // this rank's heads (all of them unsplit)
   void release_scratch();
 
  private:
   std::string text_;
   AttnConfig cfg_;
-  AttnDims dims_;
+  TpSplit tp_;
+  AttnDims full_, dims_;  // the unsplit attention's widths and this rank's part (whole heads)
   int64_t context_ = 0, width_ = 0;
   DType dtype_ = DType::F32;
   RotaryTables rotary_;
   Tensor w_qkv_, b_qkv_, w_proj_, b_proj_, dw_qkv_, db_qkv_, dw_proj_, db_proj_;  // w_qkv_: q|k|v joined
   Tensor qkv_, probs_, heads_out_;  // kept from forward for backward (qkv after rotary)
   Tensor dqkv_, dheads_, dscores_;  // backward scratch
+  TpRows rows_;                     // the group's rows around the split projections
   Tensor k_cache_, v_cache_;        // decoding
   int64_t cache_rows_ = 0;
 };
@@ -191,16 +250,24 @@ class Mlp final : public Layer {
   int64_t forward_flops() const override;
   ActivationBytes activation_bytes(int64_t batch) const override;
   bool can_decode() const override { return true; }
-  void release_scratch() { h_ = act_ = dact_ = dh_ = Tensor(); }
+  void set_split(const TpSplit& tp) override { tp_ = tp; }
+  bool tensor_parallel() const override { return true; }
+  void release_scratch() {
+    h_ = act_ = dact_ = dh_ = Tensor();
+    rows_.release();
+  }
 
  private:
   std::string text_;
   Kind kind_;
+  TpSplit tp_;
   int64_t ffn_ = 0, layers_ = 1, context_ = 0, width_ = 0;
+  int64_t local_ffn_ = 0;  // this rank's ffn columns (all of them unsplit)
   DType dtype_ = DType::F32;
   Tensor w_in_, b_in_, w_out_, b_out_, dw_in_, db_in_, dw_out_, db_out_;  // w_in_: fc, or gate|up joined
   Tensor h_, act_;    // kept: the first projection's output ([R, F] or [R, 2F]) and the activation [R, F]
   Tensor dact_, dh_;  // backward scratch
+  TpRows rows_;       // the group's rows around the split projections
 };
 
 }  // namespace hpc::nn
