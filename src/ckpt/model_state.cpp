@@ -19,6 +19,16 @@ Tensor host_f32(const Tensor& t) {
   return out;
 }
 
+void assign(const Tensor& dst, const Tensor& src, const std::string& name) {
+  HPC_ASSERT(dst.count() == src.count() && src.dtype() == DType::F32 && src.device() == Device::CPU,
+             "restoring " + name + ": size mismatch");
+  const Tensor from = src.view(dst.shape());
+  if (dst.dtype() == DType::F32) return backend::copy(from, dst);
+  Tensor f32(dst.shape(), DType::F32, dst.device());
+  backend::copy(from, f32);
+  backend::convert(f32, dst);
+}
+
 namespace {
 
 // host_f32(t), written into `reuse` when that is a host float32 tensor of t's size
@@ -43,17 +53,6 @@ std::vector<NamedTensor> capture_named(const std::vector<std::pair<std::string, 
   return out;
 }
 
-// dst (any device and float dtype) = the host float32 values of src.
-void assign(const Tensor& dst, const Tensor& src, const std::string& name) {
-  HPC_ASSERT(dst.count() == src.count() && src.dtype() == DType::F32 && src.device() == Device::CPU,
-             "restoring " + name + ": size mismatch");
-  const Tensor from = src.view(dst.shape());
-  if (dst.dtype() == DType::F32) return backend::copy(from, dst);
-  Tensor f32(dst.shape(), DType::F32, dst.device());
-  backend::copy(from, f32);
-  backend::convert(f32, dst);
-}
-
 const NamedTensor& find(const std::vector<NamedTensor>& v, const std::string& name) {
   for (const NamedTensor& t : v)
     if (t.name == name) return t;
@@ -62,25 +61,47 @@ const NamedTensor& find(const std::vector<NamedTensor>& v, const std::string& na
 
 }  // namespace
 
-void capture(const Tensor& params, nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c) {
-  HPC_ASSERT(params.count() == model.num_params(), "checkpoint: the parameter buffer does not fit the model");
+namespace {
+
+// The file's entries: the unsplit model's names, offsets and shapes (the same as the model's when
+// it is not split over a tensor-parallel group).
+void capture_entries(const nn::Model& model, Checkpoint& c) {
   c.spec = model.spec();
   c.input_shape = model.input_shape();
-  c.params = host_f32_into(params, c.params).view(Shape{params.count()});
   c.param_entries.clear();
-  for (const nn::ParamInfo& p : model.param_info()) c.param_entries.push_back({p.name, p.offset, p.shape});
+  for (const nn::ParamInfo& p : model.param_info())
+    c.param_entries.push_back({p.name, p.full_offset, p.full_shape});
+}
+
+}  // namespace
+
+void capture(const Tensor& params, nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c) {
+  HPC_ASSERT(params.count() == model.num_params() && model.num_params() == model.num_full_params(),
+             "checkpoint: the parameter buffer does not fit the model");
+  capture_entries(model, c);
+  c.params = host_f32_into(params, c.params).view(Shape{params.count()});
   c.buffers = capture_named(model.buffers(), std::move(c.buffers));
   c.optimizer_state = capture_named(optimizer.state(), std::move(c.optimizer_state));
   c.optimizer_steps = optimizer.steps_taken();
 }
 
+void capture_unsplit(const Tensor& params, nn::Model& model, std::vector<NamedTensor> state,
+                     int64_t optimizer_steps, Checkpoint& c) {
+  HPC_ASSERT(params.count() == model.num_full_params() && params.device() == Device::CPU &&
+                 params.dtype() == DType::F32,
+             "checkpoint: not the unsplit model's parameters");
+  capture_entries(model, c);
+  c.params = params;
+  c.buffers = capture_named(model.buffers(), std::move(c.buffers));
+  c.optimizer_state = std::move(state);
+  c.optimizer_steps = optimizer_steps;
+}
+
 void capture_layout(nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c) {
-  c.spec = model.spec();
-  c.input_shape = model.input_shape();
+  HPC_ASSERT(model.num_params() == model.num_full_params(), "checkpoint: streamed from a split model");
+  capture_entries(model, c);
   c.params = Tensor();
   c.streamed_count = model.num_params();
-  c.param_entries.clear();
-  for (const nn::ParamInfo& p : model.param_info()) c.param_entries.push_back({p.name, p.offset, p.shape});
   c.buffers = capture_named(model.buffers(), std::move(c.buffers));
   c.optimizer_state.clear();
   for (const auto& [name, t] : optimizer.state()) c.optimizer_state.push_back({name, Tensor()});
@@ -125,7 +146,7 @@ RunLayout layout_of(nn::Model& model, optim::Optimizer& optimizer, const std::st
   RunLayout run;
   run.spec = model.spec();
   run.input_shape = model.input_shape();
-  run.num_params = model.num_params();
+  run.num_params = model.num_full_params();  // the unsplit model's, what a file holds
   for (auto& [name, t] : model.buffers()) run.buffers.emplace_back(name, t.count());
   run.optimizer = optimizer_name;
   for (auto& [name, t] : optimizer.state()) run.optimizer_state.push_back(name);

@@ -23,6 +23,11 @@ namespace hpc::ckpt {
 // Host tensors already in `c` of the right size (an earlier snapshot's) are
 // reused: the asynchronous writer hands its finished snapshot back for this.
 void capture(const Tensor& params, nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c);
+// A model split over a tensor-parallel group: the unsplit model's flat parameters and optimizer state
+// (host float32, put together from every rank's parts by the trainer, train/tp_state.h), taken as
+// they are; the entries are the unsplit ones (ParamInfo::full_offset, full_shape).
+void capture_unsplit(const Tensor& params, nn::Model& model, std::vector<NamedTensor> state,
+                     int64_t optimizer_steps, Checkpoint& c);
 // Saving from shards (several ranks, ckpt/shard_stream.h): rank 0's checkpoint holds everything but
 // the flat datasets, of which it keeps the names and the length (Checkpoint::streamed_count), and
 // every rank's ShardSnapshot its range [bounds[rank], bounds[rank + 1]) of them. capture_shard takes
@@ -47,6 +52,8 @@ const Tensor& optimizer_state_of(const Checkpoint& c, const std::string& name);
 // memory when none can be had): the device→host copy is then DMA without a staging buffer, and the
 // asynchronous writer hands the snapshot back, so it is pinned once.
 Tensor host_f32(const Tensor& t);
+// dst (any device and float dtype) ← the host float32 values of src; `name` for the error.
+void assign(const Tensor& dst, const Tensor& src, const std::string& name);
 
 // The current model and optimizer as a RunLayout (the rest is the caller's).
 RunLayout layout_of(nn::Model& model, optim::Optimizer& optimizer, const std::string& optimizer_name);

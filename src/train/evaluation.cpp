@@ -55,6 +55,7 @@ EvalResult evaluate_split(const EvalInputs& in, EvalDetail* detail, const BatchS
   nn::RunCtx rc;
   rc.training = false;
   rc.seed = in.seed;
+  rc.tp = in.tp;
   Tensor staging;
   // Lockstep: the forwards the ranks with fewer batches run so that every rank runs as many.
   if (in.lockstep) {

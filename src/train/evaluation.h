@@ -47,6 +47,7 @@ struct EvalInputs {
   // Every rank runs as many forward passes as the rank with the most batches (a rank without a batch
   // of its own runs one on zeros and drops it): ZeRO 3's forward gathers parameters collectively.
   bool lockstep = false;
+  nn::TpComm* tp = nullptr;  // a model split over a tensor-parallel group: its collectives
 };
 
 // Classification detail, summed over every rank.

@@ -67,7 +67,7 @@ LmShape lm_shape_of(const nn::Model& model, const std::string& what) {
   if (!llama && g.kv_heads != g.heads) refuse(1, "GPT-2 has no grouped kv heads");
   for (const nn::ParamInfo& p : model.param_info())
     if (p.name == "1." + std::string(block) + (llama ? ".mlp.gate.weight" : ".mlp.fc.weight"))
-      g.ffn = p.shape[0];
+      g.ffn = p.full_shape[0];  // the unsplit model's (dist.tp splits it)
   if (!llama && g.ffn != 4 * g.width) refuse(1, "GPT-2's MLP is 4 × the width");
   if (llama) {
     g.theta = named(b, "theta", 10000);

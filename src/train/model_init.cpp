@@ -221,11 +221,15 @@ std::string init_model(nn::Model& model, const std::string& path, const std::str
   const int64_t lo = model.params_lo(), hi = lo + params.count();
   int64_t loaded = 0, fresh = 0;
   for (const nn::ParamInfo& p : model.param_info()) {
-    if (!wanted(p.name, p.shape)) {
+    if (!wanted(p.name, p.full_shape)) {
       ++fresh;
       continue;
     }
-    if (model.stores_whole_params()) {
+    if (p.shard.split()) {  // dist.tp > 1: this rank's part of the whole tensor
+      Tensor whole(p.full_shape, DType::F32);
+      src.read(p.name, whole.data<float>());
+      nn::take_shard(whole, p.shard, params.slice(p.offset, p.shape));
+    } else if (model.stores_whole_params()) {
       src.read(p.name, params.data<float>() + p.offset);
     } else if (const int64_t a = std::max(p.offset, lo), b = std::min(p.offset + p.shape.count(), hi);
                a < b) {

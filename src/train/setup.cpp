@@ -129,21 +129,37 @@ void Trainer::open_data() {
 void Trainer::build_model() {
   const data::SplitInfo& info = data_.train->info();
   const Task& task = data_.task;
+  // Tensor parallelism: each rank builds its part of the split layers (nn/tensor_parallel.h).
+  const nn::TpSplit split{grid_.tp(), grid_.tp_rank(), cfg_.dist.sequence_parallel};
+  if (split.active()) check_tensor_parallel();
   model_ = std::make_unique<nn::Model>(task.model_layers(cfg_.model, info), info.sample_shape,
                                        MixedPrecision::model_dtype(cfg_.train.precision, device_),
-                                       cfg_.train.seed, device_, stored_range());
-  task.check_output(model_->output_shape(), info);
-  if (grid_.tp() > 1)  // no layer splits itself over a tensor-parallel group yet
-    throw UserError("dist.tp " + std::to_string(grid_.tp()) + ": layer 0 '" + model_->layer_spec(0) +
-                    "' cannot be split over a tensor-parallel group (use --dist.tp 1)");
+                                       cfg_.train.seed, device_, stored_range(), split);
+  const nn::VocabSplit vocab = model_->output_vocab();
+  // A split lm_head gives this rank's columns of the (padded) vocabulary: the model's are the real ones.
+  task.check_output(vocab.vocab > 0 ? Shape{model_->output_shape()[0], vocab.vocab} : model_->output_shape(),
+                    info);
   // Fine-tuning: every rank loads (a failure is agreed in main.cpp); a resume then overrides it.
   if (!cfg_.model.init.empty()) init_note_ = init_model(*model_, cfg_.model.init, cfg_.model.init_skip);
   loss_ = task.make_loss(cfg_.train, info);
+  if (split.active()) {
+    tp_host_ = std::make_unique<CommTp>(grid_.host(dist::GroupKind::Tp));
+    tp_device_ = std::make_unique<CommTp>(grid_.comm(dist::GroupKind::Tp, device_));
+    if (vocab.vocab > 0)  // the logits are a shard: the loss reduces its parts over the group
+      loss_ = nn::make_vocab_parallel_cross_entropy(cfg_.train.label_smoothing, *tp_device_, vocab);
+  }
   // Over the replicas (the data-parallel group): the ranks of a tensor-parallel group share a batch.
   const bool sync_bn =
       cfg_.model.sync_bn == SyncBn::On || (cfg_.model.sync_bn == SyncBn::Auto && grid_.dp() > 1);
   // The statistics live where the activations do: the gradient communicator reaches them.
   if (sync_bn) sum_over_replicas_ = dist::replica_sum(*grad_comm_);
+}
+
+void Trainer::check_tensor_parallel() const {
+  if (cfg_.dist.zero == 3)
+    throw UserError("dist.zero 3 cannot be combined with dist.tp " + std::to_string(grid_.tp()) +
+                    " yet: stage 3's units shard the unsplit layout (use --dist.zero 1 or 2 with tensor "
+                    "parallelism)");
 }
 
 void Trainer::sync_replicas() {
@@ -180,7 +196,7 @@ void Trainer::build_optimizer() {
 }
 
 void Trainer::build_reducer() {
-  if (grid_.dp() == 1) return;  // one replica: no gradient to average
+  if (grid_.dp() == 1) return;                                       // one replica: no gradient to average
   if (!model_->stores_whole_grads()) return build_sharded_params();  // ZeRO 3, or 2 on a GPU
   std::vector<int64_t> cuts;  // buckets end at parameter boundaries: a tensor is never split
   for (const nn::ParamInfo& p : model_->param_info()) cuts.push_back(p.offset);
@@ -223,7 +239,9 @@ void Trainer::open_run_dir() {
   // MPI_THREAD_MULTIPLE (the same on every rank) saves stay synchronous.
   if (cfg_.ckpt.async && (ctx_.world() == 1 || ctx_.thread_multiple()))
     writer_ = std::make_unique<ckpt::AsyncWriter>();
-  if (ctx_.world() > 1) channel_ = std::make_shared<ckpt::ShardChannel>(MPI_COMM_WORLD, cfg_.dist.timeout);
+  // (A split model's state is put together into the unsplit model instead: train/tp_state.h.)
+  if (ctx_.world() > 1 && grid_.tp() == 1)
+    channel_ = std::make_shared<ckpt::ShardChannel>(MPI_COMM_WORLD, cfg_.dist.timeout);
   progress_ =
       std::make_unique<Progress>(cfg_.log.progress, total_steps_, step_, ctx_.is_root(), ctx_.world());
   tracer_ = std::make_unique<Tracer>(cfg_.log.trace, cfg_.log.trace_steps, ctx_.rank());

@@ -89,6 +89,19 @@ void Trainer::print_header() {
                 .c_str()
           : "",
       static_cast<long long>(steps_per_epoch_), static_cast<long long>(total_steps_));
+  if (grid_.tp() > 1) {
+    const nn::VocabSplit v = model_->output_vocab();
+    std::printf(
+        "tensor parallel: tp %d%s: this rank holds %lld of the model's %lld parameters (%.1f%%)", grid_.tp(),
+        cfg_.dist.sequence_parallel ? " with sequence parallelism" : "",
+        static_cast<long long>(model_->num_params()), static_cast<long long>(model_->num_full_params()),
+        100.0 * static_cast<double>(model_->num_params()) / static_cast<double>(model_->num_full_params()));
+    if (v.vocab > 0)
+      std::printf("; vocabulary %lld padded to %lld (%lld per rank; padded logits never win)",
+                  static_cast<long long>(v.vocab), static_cast<long long>(v.padded),
+                  static_cast<long long>(v.shard));
+    std::printf("\n");
+  }
   if (!lr_note_.empty()) std::printf("%s\n", lr_note_.c_str());
   if (!init_note_.empty()) std::printf("%s\n", init_note_.c_str());
   if (precision_->sixteen_bit())
@@ -169,6 +182,7 @@ void Trainer::begin_step(int64_t batch) {
   run_.seed = cfg_.train.seed;
   run_.sum_over_replicas = sum_over_replicas_;
   run_.rank = grid_.dp_rank();  // dropout: a mask per replica, the same on every rank of its tp group
+  run_.tp = tp_device_.get();   // the split layers' collectives (null: not split)
   if (tracer_->on())
     run_.on_layer = [this](size_t i, bool backward, double t0, double t1) {
       const int layer = static_cast<int>(i);
@@ -232,8 +246,16 @@ void Trainer::update(StepPhases& phases) {
   if (!precision_->unscale())
     return;  // fp16 gradients overflowed: the step is skipped, the loss scale lowered
   // The norm over every rank's shard in a fixed order (train/sharding.h): the same bits for any
-  // dist.zero; clipping scales this rank's gradients by the same factor as unsharded.
-  last_grad_norm_ = sharding_->grad_norm(precision_->optimizer_grads(), dp_comm_);
+  // dist.zero; clipping scales this rank's gradients by the same factor as unsharded. A split model's
+  // is the unsplit model's norm (train/tp_state.h), after sequence parallelism's partial gradients
+  // are summed over the tp group.
+  const Tensor& grads = precision_->optimizer_grads();
+  if (grid_.tp() > 1) {
+    sum_partial_grads(*model_, grads, sharding_->lo(), grid_.comm(dist::GroupKind::Tp, grads.device()));
+    last_grad_norm_ = tp_grad_norm(*model_, grads, *sharding_, dp_comm_, grid_.host(dist::GroupKind::Tp));
+  } else {
+    last_grad_norm_ = sharding_->grad_norm(grads, dp_comm_);
+  }
   optim::clip_to_norm(precision_->optimizer_grads(), last_grad_norm_, cfg_.optim.clip_norm);
   if (!std::isfinite(last_grad_norm_))
     throw UserError("training diverged: the gradient norm is not finite at step " +
@@ -270,6 +292,18 @@ double Trainer::grad_buffer_bytes() const {
       sharding_->keeps_own_grads_only() ? resident_bytes(g.raw(), g.num_bytes()) : g.num_bytes());
   if (precision_->sixteen_bit()) bytes += static_cast<double>(precision_->optimizer_grads().num_bytes());
   return bytes;
+}
+
+std::string Trainer::tp_traffic_line(int64_t steps) const {
+  const CommTp::Traffic& t = tp_device_->traffic();
+  const double per = 1.0 / static_cast<double>(steps);
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "tensor parallel: %.0f collectives of tp[%d ranks] per step, %.2f M elements per rank per "
+                "step, %.1f ms per step in them (rank 0, evaluation included)",
+                static_cast<double>(t.calls) * per, grid_.tp(), t.elements * per / 1e6,
+                1e3 * t.seconds * per);
+  return buf;
 }
 
 std::string Trainer::device_report() const {
@@ -349,6 +383,7 @@ EvalResult Trainer::evaluate() {
   in.upload = upload_.get();
   in.loader = val_loader_.get();
   in.comm = &dp_comm_;  // the replicas share the split's rows out; a tp group evaluates the same rows
+  in.tp = tp_device_.get();
   in.rows = micro_batch_;
   in.seed = cfg_.train.seed;
   in.lockstep =
@@ -379,6 +414,7 @@ EvalResult Trainer::run() {
   policy_.start(Clock::now());  // step and checkpoint timing start here, after set-up
   EvalResult last;
   auto window_start = Clock::now();
+  const int64_t first_step = step_;
   while (step_ < total_steps_) {
     const int64_t epoch = step_ / steps_per_epoch_;
     train_step(step_ % steps_per_epoch_, window_times_);
@@ -405,6 +441,7 @@ EvalResult Trainer::run() {
     if (step_ >= tracer_->last_step()) finish_trace();
   }
   finish_trace();  // a run that stopped (or ended) inside the traced steps
+  if (tp_device_ && step_ > first_step) progress_->line(tp_traffic_line(step_ - first_step));
   settle_params();
   if (exit_code_ == EXIT_OK) {
     // Resumed from a finished run: nothing to train, but the final evaluation is still the answer.

@@ -55,6 +55,7 @@
 #include "train/signals.h"
 #include "train/step_phases.h"
 #include "train/task.h"
+#include "train/tp_state.h"
 #include "train/trace.h"
 
 namespace hpc::train {
@@ -88,9 +89,10 @@ class Trainer {
 
  private:
   // ---- set-up steps (setup.cpp), in the constructor's order ----
-  void choose_device();    // device_, grad_comm_, BLAS threads
-  void open_data();        // data_ (the task and its splits), sampler_, step counts
-  void build_model();      // model_, checked against the data; loss_
+  void choose_device();                // device_, grad_comm_, BLAS threads
+  void open_data();                    // data_ (the task and its splits), sampler_, step counts
+  void build_model();                  // model_, checked against the data; loss_
+  void check_tensor_parallel() const;  // dist.tp > 1: the options it cannot be combined with (yet)
   void sync_replicas();    // rank 0's parameters and buffers everywhere, the same model on every rank
   void build_optimizer();  // precision_ (master weights), optimizer_, schedule_
   void build_reducer();    // reducer_: gradient buckets cut at parameter boundaries (or sharded_)
@@ -140,6 +142,8 @@ class Trainer {
   double grad_buffer_bytes() const;
   // "device memory: peak … of …" (and fp16's skipped steps and loss scale), for GPU runs.
   std::string device_report() const;
+  // "tensor parallel: …": the split layers' collectives per step over the last `steps` steps.
+  std::string tp_traffic_line(int64_t steps) const;
   // At a step boundary, on every rank: agree on stopping, checkpoint when due.
   // Returns true when the run must stop now.
   bool checkpoint_or_stop();
@@ -148,6 +152,11 @@ class Trainer {
   // rank 0's host copies); more parallelism gathers its pieces here, so that the file always
   // holds whole tensors in one layout and any run can resume from it.
   void gather_checkpoint(ckpt::Checkpoint& c);
+  // Tensor parallelism (train/tp_state.h), every rank: t's unsplit flat tensor (host float32) on
+  // rank 0, undefined elsewhere; and `mine` (this rank's parts, its ZeRO shard of them) from rank
+  // 0's unsplit tensor.
+  Tensor put_together(const Tensor& t);
+  void take_apart(const Tensor& unsplit, const Tensor& mine);
   // Every rank takes part; rank 0 writes. Returns false, on every rank, when
   // the write failed (rank 0 says why).
   // With ckpt.async (and wait false) rank 0 only takes the snapshot here and
@@ -191,6 +200,9 @@ class Trainer {
   std::unique_ptr<data::DistributedSampler> sampler_;
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<nn::Loss> loss_;
+  // dist.tp > 1: the tensor-parallel group for the split layers (on the activations' device) and
+  // for host scalars.
+  std::unique_ptr<CommTp> tp_device_, tp_host_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<optim::LrSchedule> schedule_;
   std::unique_ptr<dist::GradReducer> reducer_;

@@ -19,11 +19,13 @@
 #include <filesystem>
 #include <utility>
 
+#include "backend/ops.h"
 #include "ckpt/store.h"
 #include "ckpt/validate.h"
 #include "core/error.h"
 #include "core/fault.h"
 #include "core/host_pages.h"
+#include "train/tp_state.h"
 #include "train/trainer.h"
 
 namespace hpc::train {
@@ -108,8 +110,8 @@ void Trainer::apply_resume_checkpoint() {
       head.skipped_steps = c.loss_scaling->skipped_steps;
       head.consecutive_skips = c.loss_scaling->consecutive_skips;
     }
-    if (sharding_->active())
-      ckpt::restore_buffers(c, *model_);  // the sharded state goes to each rank by its shard, below
+    if (sharding_->active() || grid_.tp() > 1)
+      ckpt::restore_buffers(c, *model_);  // the sharded or split state goes to each rank below
     else
       ckpt::restore(c, precision_->optimizer_params(), *model_, *optimizer_);
   }
@@ -118,7 +120,13 @@ void Trainer::apply_resume_checkpoint() {
   if (!head.found) return;
   // The full-precision parameters (a 16-bit model's master weights), then the
   // model's own copy of them from those on every rank.
-  if (sharding_->active()) {
+  if (grid_.tp() > 1) {
+    // A split model: every rank takes its parts of the unsplit tensors (and of those its ZeRO shard).
+    const ckpt::Checkpoint* c = resume_ ? &resume_->checkpoint : nullptr;
+    take_apart(c ? c->params : Tensor(), precision_->optimizer_params());
+    for (auto& [name, t] : optimizer_->state())
+      take_apart(c ? ckpt::optimizer_state_of(*c, name) : Tensor(), t);
+  } else if (sharding_->active()) {
     // ZeRO: each rank takes its shard of rank 0's whole-buffer copies (a shard per message), then the
     // parameters are all-gathered as after every step. The checkpoint may come from any dist.zero.
     const ckpt::Checkpoint* c = resume_ ? &resume_->checkpoint : nullptr;
@@ -172,6 +180,28 @@ void Trainer::apply_resume_checkpoint() {
   }
 }
 
+Tensor Trainer::put_together(const Tensor& t) {
+  Tensor local = ckpt::host_f32(t);
+  if (sharding_->active()) {  // ZeRO: this rank's shard of the flat buffer; the others' from its replicas
+    Tensor whole(Shape{model_->num_params()}, DType::F32);
+    backend::copy(local.view(Shape{local.count()}), whole.slice(sharding_->lo(), Shape{sharding_->count()}));
+    dp_comm_.allgather_shards(whole, sharding_->bounds());
+    local = whole;
+  }
+  if (grid_.dp_rank() != 0) return Tensor();  // the first replica's tp group puts it together
+  return gather_unsplit(*model_, local.view(Shape{local.count()}), grid_.host(dist::GroupKind::Tp));
+}
+
+void Trainer::take_apart(const Tensor& unsplit, const Tensor& mine) {
+  Tensor full = ctx_.is_root() ? unsplit : Tensor(Shape{model_->num_full_params()}, DType::F32);
+  HPC_ASSERT(full.count() == model_->num_full_params(), "resume: not the unsplit model's state");
+  ctx_.host_comm().broadcast(full, 0);
+  Tensor local(Shape{model_->num_params()}, DType::F32);
+  take_parts(*model_, full, local);
+  ckpt::assign(mine, sharding_->active() ? local.slice(sharding_->lo(), Shape{sharding_->count()}) : local,
+               "the parameters and optimizer state");
+}
+
 bool Trainer::checkpoint_or_stop() {
   const Clock::time_point now = Clock::now();
   policy_.step_ended(step_, now);
@@ -219,6 +249,13 @@ void Trainer::gather_checkpoint(ckpt::Checkpoint& c) {
   LogWindowSums mine = window_;
   mine.step = step_;
   const std::vector<LogWindowSums> windows = gather_from_ranks(ctx_.host_comm(), mine);
+  // A split model: the unsplit model's state put together on rank 0, tensor by tensor.
+  Tensor unsplit_params;
+  std::vector<ckpt::NamedTensor> unsplit_state;
+  if (grid_.tp() > 1) {
+    unsplit_params = put_together(precision_->optimizer_params());
+    for (auto& [name, t] : optimizer_->state()) unsplit_state.push_back({name, put_together(t)});
+  }
 
   if (!ctx_.is_root()) return;
 
@@ -249,7 +286,9 @@ void Trainer::gather_checkpoint(ckpt::Checkpoint& c) {
   c.created_unix = static_cast<int64_t>(std::time(nullptr));
   // The host snapshot: deep copies of parameters, buffers and optimizer state (model_state.h), or
   // with several ranks everything but the flat state, which comes from the shards (save_checkpoint).
-  if (channel_)
+  if (grid_.tp() > 1)
+    ckpt::capture_unsplit(unsplit_params, *model_, std::move(unsplit_state), optimizer_->steps_taken(), c);
+  else if (channel_)
     ckpt::capture_layout(*model_, *optimizer_, c);
   else
     ckpt::capture(precision_->optimizer_params(), *model_, *optimizer_, c);
@@ -297,6 +336,8 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
   }
   if (!out.saved) {
     // The previous write found the disk full: this one is not started.
+  } else if (!ctx_.is_root() && !channel_) {
+    // Nothing of this rank's is written: a split model's state was put together on rank 0 above.
   } else if (background) {
     const double s0 = std::chrono::duration<double>(t0.time_since_epoch()).count();
     tracer_->span("checkpoint", "checkpoint snapshot, step " + std::to_string(step_), s0,
