@@ -70,8 +70,8 @@ struct ParamInfo {
   // parameter (replicated: dim < 0 and shard.full = shape, so take_shard / put_shard copy it
   // whole), its unsplit shape and its offset in the unsplit model's flat layout (a checkpoint's).
   // Unsplit, full_shape = shape and full_offset = offset.
-  ParamShard shard;
-  Shape full_shape;
+  ParamShard shard{};
+  Shape full_shape{};
   int64_t full_offset = 0;
   // Replicated, but its gradient here is only this rank's part (sequence parallelism: used on this
   // rank's rows only): the trainer sums it over the tensor-parallel group before the optimizer.

@@ -38,8 +38,7 @@ ParamShard ParamShard::block(const Shape& full, int dim, int parts, int rank, in
 
 Shape ParamShard::local_shape() const {
   if (!split()) return full;
-  std::vector<int64_t> dims;
-  for (int d = 0; d < full.rank(); ++d) dims.push_back(full[d]);
+  std::vector<int64_t> dims = full.dims();
   int64_t n = 0;
   for (const ShardPiece& p : pieces) n += p.length;
   dims[static_cast<size_t>(dim)] = n;

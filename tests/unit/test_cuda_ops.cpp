@@ -393,6 +393,37 @@ TEST(CudaOps, SoftmaxCrossEntropy) {
   }
 }
 
+// The vocabulary-parallel cross-entropy's three passes on the last shard of a vocabulary of 70 split
+// in two (columns 40..79, of which 70..79 padding): the per-row statistics, the counts above the
+// label and the gradient, against the CPU in float64 on the values the DUT holds. Rows past
+// n_valid stay 0 in the statistics and get a zero gradient.
+TEST(CudaOps, VocabShardCrossEntropyPasses) {
+  const int64_t n = 7, valid = 6, width = 40, col0 = 40, vocab = 70;
+  Tensor labels(Shape{n}, DType::I32);
+  for (int64_t i = 0; i < n; ++i) labels.data<int32_t>()[i] = static_cast<int32_t>((i * 13 + 5) % vocab);
+  for (DType d : float_dtypes()) {
+    SCOPED_TRACE(dtype_name(d));
+    const Tensor z = random64(Shape{n, width}, 31, -3, 3);
+    const Tensor dz_in = on_dut(z, d);
+    const Tensor zr = host64(dz_in);
+    Tensor stats(Shape{4, n}, DType::F64, dut()), rstats(Shape{4, n}, DType::F64);
+    Tensor above(Shape{n}, DType::F64, dut()), rabove(Shape{n}, DType::F64);
+    Tensor dz(Shape{n, width}, d, dut()), rdz(Shape{n, width}, DType::F64);
+    for (const Tensor* t : {&stats, &rstats, &above, &rabove}) fill(*t, 0.0);
+    fill(dz, 5.0);  // padding columns and rows must come back 0
+    vocab_shard_max(dz_in, valid, col0, vocab, stats);
+    vocab_shard_max(zr, valid, col0, vocab, rstats);
+    expect_close(stats, rstats, EXACT, "row maxima");
+    vocab_shard_sums(dz_in, raw_on_dut(labels), valid, col0, vocab, stats);
+    vocab_shard_sums(zr, labels, valid, col0, vocab, rstats);
+    expect_close(stats, rstats, {1e-12, 1e-12}, "row sums");
+    vocab_shard_grad(dz_in, raw_on_dut(labels), valid, col0, vocab, 0.1, 1.0 / valid, stats, dz, above);
+    vocab_shard_grad(zr, labels, valid, col0, vocab, 0.1, 1.0 / valid, rstats, rdz, rabove);
+    expect_close(above, rabove, EXACT, "logits above the label");
+    expect_close(dz, rdz, tol_for(d), "dlogits");
+  }
+}
+
 TEST(CudaOps, SquaredError) {
   const int64_t n = 21, k = 3, valid = 17;
   for (DType d : float_dtypes()) {

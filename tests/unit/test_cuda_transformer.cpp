@@ -74,6 +74,31 @@ TEST(CudaTransformer, Embedding) {
   }
 }
 
+// The last shard of a vocabulary of 50 split over 2 ranks (padded to 64: ids 32..63, of which 50..63
+// padding): ids outside the shard look up 0, and only the shard's ids take gradient.
+TEST(CudaTransformer, EmbeddingShard) {
+  const int64_t b_n = 3, t_len = 9, vocab = 50, first = 32, rows = 32, width = 20;
+  for (DType d : float_dtypes()) {
+    SCOPED_TRACE(dtype_name(d));
+    const Tensor ids = token_ids64(Shape{b_n, t_len}, vocab, 7);
+    const Operand wte = operand(random64(Shape{rows, width}, 8), d),
+                  wpe = operand(random64(Shape{12, width}, 9), d);
+    for (bool positions : {true, false}) {
+      Tensor y(Shape{b_n, t_len, width}, d, dut()), y_ref(Shape{b_n, t_len, width}, DType::F64);
+      embedding_shard_forward(on_dut(ids, d), wte.dut, first, vocab, positions ? wpe.dut : Tensor(), y);
+      embedding_shard_forward(ids, wte.ref, first, vocab, positions ? wpe.ref : Tensor(), y_ref);
+      expect_close(y, y_ref, tol_for(d), "embedding shard forward");
+    }
+    const Operand dy = operand(random64(Shape{b_n, t_len, width}, 10), d);
+    const Operand dwte = operand(random64(Shape{rows, width}, 11), d),
+                  dwpe = operand(random64(Shape{12, width}, 12), d);
+    embedding_shard_backward(on_dut(ids, d), dy.dut, dwte.dut, first, vocab, dwpe.dut);
+    embedding_shard_backward(ids, dy.ref, dwte.ref, first, vocab, dwpe.ref);
+    expect_close(dwte.dut, dwte.ref, tol_for(d), "embedding shard token gradient");
+    expect_close(dwpe.dut, dwpe.ref, tol_for(d), "embedding shard position gradient");
+  }
+}
+
 TEST(CudaTransformer, EmbeddingRefusesBadIds) {
   const int64_t vocab = 10, width = 4;
   const Tensor wte = on_dut(random64(Shape{vocab, width}, 7), DType::F32);

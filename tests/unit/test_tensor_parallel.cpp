@@ -13,6 +13,8 @@
 //     (float64, 1e-12 relative); replicated gradients are identical on every
 //     rank without sequence parallelism, and after the trainer's sum of the
 //     tp_partial ones with it;
+//   - a rank that takes its parts of the unsplit tensors (a resume on
+//     another grid) computes the unsplit logits;
 //   - the bad inputs: layers that cannot split, heads, kv heads, ffn or a
 //     context that do not divide by T, each a one-line UserError (exit 2).
 #include <gtest/gtest.h>
@@ -394,6 +396,37 @@ TEST(TensorParallel, LlamaSplitEqualsUnsplit) {
                300, 8});
   check_model({"llama tied",
                "embed(260,32,8,positions=0) llama_block(8,kv_heads=4,ffn=64) rmsnorm lm_head(260)", 260, 8});
+}
+
+// What a resume on another grid does: each rank takes its parts of the unsplit model's tensors
+// (take_shard by ParamInfo), whatever its own initialisation, and then computes the unsplit logits.
+TEST(TensorParallel, ARankLoadsItsPartsOfTheUnsplitTensors) {
+  const std::string spec =
+      "embed(300,32,8,positions=0) llama_block(8,kv_heads=4,ffn=64) rmsnorm lm_head(300)";
+  nn::Model ref(nn::parse_spec(spec), Shape{8}, DType::F64, 5);
+  const Batch b = make_batch(300, 8, 0);
+  const std::vector<double> want = values(ref.forward(b.ids, run_ctx(nullptr, 0)));
+  for (int t : {2, 4}) {
+    test::ThreadGroup group(t);
+    group.run([&](int rank) {
+      test::ThreadTp tp(group, rank);
+      nn::Model m(nn::parse_spec(spec), Shape{8}, DType::F64, 123, Device::CPU, {}, TpSplit{t, rank});
+      for (const nn::ParamInfo& p : m.param_info())
+        nn::take_shard(ref.params().slice(p.full_offset, p.full_shape), p.shard,
+                       m.params().slice(p.offset, p.shape));
+      const Tensor& logits = m.forward(b.ids, run_ctx(&tp, 0));
+      const VocabSplit v = m.output_vocab();
+      const int64_t rows = logits.count() / v.shard;
+      double worst = 0;
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < v.real_in_shard(); ++j) {
+          const double w = want[static_cast<size_t>(r * 300 + v.first + j)];
+          worst = std::max(
+              worst, std::abs(logits.data<double>()[r * v.shard + j] - w) / std::max(std::abs(w), 1e-3));
+        }
+      EXPECT_LT(worst, 1e-12) << "tp " << t << " rank " << rank;
+    });
+  }
 }
 
 TEST(TensorParallel, ParamInfoDescribesTheUnsplitLayout) {

@@ -25,6 +25,7 @@ class ThreadGroup {
   // (one every rank throws alike, before the group's collectives: a model refused) is rethrown here.
   void run(const std::function<void(int rank)>& body) {
     std::vector<std::thread> threads;
+    threads.reserve(static_cast<size_t>(size_));
     std::vector<std::exception_ptr> errors(static_cast<size_t>(size_));
     for (int r = 0; r < size_; ++r)
       threads.emplace_back([&body, &errors, r] {

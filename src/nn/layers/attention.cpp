@@ -145,9 +145,12 @@ int64_t Attention::forward_flops() const {
 }
 
 ActivationBytes Attention::activation_bytes(int64_t batch) const {
-  const int64_t b = batch *
-                    (context_ * (dims_.qkv_width() + dims_.q_width()) + dims_.heads * context_ * context_) *
-                    int64_t(dtype_size(dtype_));
+  // qkv, the heads' outputs, the probabilities; with sequence parallelism also the gathered input.
+  const int64_t gathered = tp_.sequence_split() ? width_ : 0;
+  const int64_t b =
+      batch *
+      (context_ * (dims_.qkv_width() + dims_.q_width() + gathered) + dims_.heads * context_ * context_) *
+      int64_t(dtype_size(dtype_));
   return {b, b, b};
 }
 

@@ -158,7 +158,7 @@ void LmHead::bind(const std::vector<Tensor>& params, const std::vector<Tensor>& 
 Tensor LmHead::input_rows(const Tensor& x, const RunCtx& ctx) {
   if (!tp_.sequence_split()) return x;
   HPC_ASSERT(ctx.tp != nullptr, "lm_head: a split model needs RunCtx::tp");
-  const Tensor rows = scratch(x_full_, Shape{x.count() / width_ * tp_.size, width_}, x.dtype(), x.device());
+  Tensor rows = scratch(x_full_, Shape{x.count() / width_ * tp_.size, width_}, x.dtype(), x.device());
   ctx.tp->gather(x, rows);
   return rows;
 }

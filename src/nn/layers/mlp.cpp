@@ -98,7 +98,8 @@ int64_t Mlp::forward_flops() const {
 
 ActivationBytes Mlp::activation_bytes(int64_t batch) const {
   const int64_t in = kind_ == Kind::Gelu ? local_ffn_ : 2 * local_ffn_;  // h: fc's output, or [gate | up]
-  const int64_t b = batch * context_ * (in + local_ffn_) * int64_t(dtype_size(dtype_));
+  const int64_t gathered = tp_.sequence_split() ? width_ : 0;  // sequence parallelism: the gathered input
+  const int64_t b = batch * context_ * (in + local_ffn_ + gathered) * int64_t(dtype_size(dtype_));
   return {b, b, b};
 }
 

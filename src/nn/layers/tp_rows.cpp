@@ -17,7 +17,7 @@ TpComm& TpRows::comm(const RunCtx& ctx) const {
 
 Tensor TpRows::in(const Tensor& x, const RunCtx& ctx) {
   if (!tp_.sequence_split()) return x;
-  const Tensor rows = scratch(x_, rows_of(x), x.dtype(), x.device());
+  Tensor rows = scratch(x_, rows_of(x), x.dtype(), x.device());
   comm(ctx).gather(x, rows);
   return rows;
 }
@@ -42,7 +42,7 @@ void TpRows::reduce_output(const Tensor& y, const RunCtx& ctx) {
 
 Tensor TpRows::out_grad(const Tensor& dy, const RunCtx& ctx) {
   if (!tp_.sequence_split()) return dy;
-  const Tensor rows = scratch(dy_, rows_of(dy), dy.dtype(), dy.device());
+  Tensor rows = scratch(dy_, rows_of(dy), dy.dtype(), dy.device());
   comm(ctx).gather(dy, rows);
   return rows;
 }
