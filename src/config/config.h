@@ -123,11 +123,11 @@ struct DistConfig {
   ReduceAlgo reduce = ReduceAlgo::Ordered;  // MpiComm's allreduce / reduce-scatter
   int zero =
       0;  // ZeRO stage: 0 replicated, 1 sharded optimizer state, 2 + bucket reduce-scatter, 3 + parameters
-  double zero_unit_mb = 0;    // stage 3: the most parameters gathered as one unit; 0 = a unit per layer
-  double zero_keep_mb = 1;    // stage 3: units this small stay gathered from forward to backward
-  bool zero_prefetch = true;  // stage 3: gather the next unit while the current one computes
-  int tp = 1;  // tensor-parallel size (dist/grid.h: world = dp × pp × tp)
-  int pp = 1;  // pipeline-parallel size
+  double zero_unit_mb = 0;         // stage 3: the most parameters gathered as one unit; 0 = a unit per layer
+  double zero_keep_mb = 1;         // stage 3: units this small stay gathered from forward to backward
+  bool zero_prefetch = true;       // stage 3: gather the next unit while the current one computes
+  int tp = 1;                      // tensor-parallel size (dist/grid.h: world = dp × pp × tp)
+  int pp = 1;                      // pipeline-parallel size
   bool sequence_parallel = false;  // with tp > 1: norms, dropout, residual adds on 1/tp of the sequence
 };
 

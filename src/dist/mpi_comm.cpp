@@ -90,7 +90,8 @@ class MpiAllreduceRequest final : public Request {
     algo_.reset();  // cancels what is still posted (unwinding from a failure), under the lock
   }
   void wait() override {
-    comm_.wait_until([this] { return done_.load(); }, comm_.point(seq_, gather_ ? CollOp::Allgather : CollOp::Allreduce));
+    comm_.wait_until([this] { return done_.load(); },
+                     comm_.point(seq_, gather_ ? CollOp::Allgather : CollOp::Allreduce));
   }
   bool test() override {
     if (!done_) comm_.progress();
