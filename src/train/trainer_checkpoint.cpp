@@ -334,10 +334,9 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
     job.why = why;
     job.keep = cfg_.ckpt.keep;
   }
-  if (!out.saved) {
-    // The previous write found the disk full: this one is not started.
-  } else if (!ctx_.is_root() && !channel_) {
-    // Nothing of this rank's is written: a split model's state was put together on rank 0 above.
+  if (!out.saved || (!ctx_.is_root() && !channel_)) {
+    // The previous write found the disk full: this one is not started. Or nothing of this rank's is
+    // written: a split model's state was put together on rank 0 above.
   } else if (background) {
     const double s0 = std::chrono::duration<double>(t0.time_since_epoch()).count();
     tracer_->span("checkpoint", "checkpoint snapshot, step " + std::to_string(step_), s0,
