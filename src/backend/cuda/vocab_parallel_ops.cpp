@@ -2,7 +2,7 @@
 // and scatter, and the passes of the vocabulary-parallel cross-entropy
 // (nn/vocab_parallel_loss.cpp): shape checks, then the launchers of
 // kernels/vocab_parallel.cu. A token id outside the vocabulary is the CPU's
-// one-line error (one number read back per forward, as embedding_forward);
+// one-line error (one number read back per forward, as the unsplit embedding does);
 // a label outside it leaves NaN in its row's label logit (stats plane 3),
 // which the loss turns into the CPU's error once the group has reduced it.
 #include <algorithm>
