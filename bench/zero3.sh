@@ -75,7 +75,7 @@ if [ "$what" = time ] || [ "$what" = all ]; then
         --train.steps 16 --log.every 1 "${opts[@]}" || { tail -20 "$d.log" >&2; exit 1; }
       tps[$v,$round]=$(col "$d" tokens_per_s | sed -n '6,16p' | awk '{ s += $1 } END { print s / NR }')
       step=$(paste <(col "$d" data_ms) <(col "$d" compute_ms) <(col "$d" comm_ms) | sed -n '6,16p' | awk '{ s += $1 + $2 + $3 } END { print s / NR }')
-      g=$(col "$d" gather_ms 2>/dev/null | sed -n '6,16p' | awk '{ s += $1 } END { print NR ? s / NR : 0 }')
+      g=$({ col "$d" gather_ms || true; } | sed -n '6,16p' | awk '{ s += $1 } END { print NR ? s / NR : 0 }')  # none at zero 0
       share[$v,$round]=$(awk -v g="$g" -v s="$step" 'BEGIN { print g / s }')
     done
   done
