@@ -17,6 +17,9 @@
 # largest: the largest gpt (layers × width, context 64, batch 1, Adam) that
 #   trains 2 steps on 2 ranks with every rank under a memory cap of
 #   ZERO3_CAP_MB (2048) MiB of address space (ulimit -v), at zero 0, 2 and 3.
+#   Run it with a CPU-only build (make CUDA=0 BUILD=build-cpu; BUILD=build-cpu):
+#   the CUDA libraries' mappings count against ulimit -v, and cuDNN aborts the
+#   process when it cannot map its parts (seen with the default build at 2 GiB).
 # Prints the CPU model and flags and the BLAS core first; never run by make test.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -170,5 +170,7 @@ bad 2 "heads" "${gpt[@]}" --model.heads 3 --model.width 48 --dist.tp 2
 bad 4 "kv.heads|kv_heads" "${llama[@]}" --dist.tp 4
 bad 2 "layer 0 'linear|cannot be split" --data.path "$(mnist_h5)" --model.preset mlp --dist.tp 2
 bad 1 "sequence_parallel" "${gpt[@]}" --dist.sequence_parallel true
+bad 2 "context of 63 tokens is not divisible by dist.tp 2" "${gpt[@]}" --dist.tp 2 --dist.sequence_parallel true \
+  --model.context 63
 bad 2 "dist.zero 3" "${gpt[@]}" --dist.tp 2 --dist.zero 3
-pass "bad input: tp not dividing the world, heads and kv heads not divisible, an mlp, sequence parallel at tp 1, zero 3: exit 2 each"
+pass "bad input: tp not dividing the world, heads and kv heads not divisible, an mlp, sequence parallel at tp 1 or over an indivisible context, zero 3: exit 2 each"
