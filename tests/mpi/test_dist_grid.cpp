@@ -9,7 +9,8 @@
 // send does not time out. Last, a receive whose peer never sends ends in a
 // PeerError within dist.timeout that names the message, the peer and the
 // group (the watchdog explains one timeout per process: this test is last).
-#include <cstring>
+#include <bit>
+#include <cstdint>
 #include <string>
 #include <thread>
 
@@ -69,7 +70,8 @@ TEST(Grid, EachGroupReachesExactlyItsMembersInRankOrder) {
       int64_t bad = 0;
       for (int64_t i = 0; i < t.count(); ++i) {
         const double want = ordered_sum(members, i);
-        bad += std::memcmp(&t.data<double>()[i], &want, sizeof want) != 0;
+        // Bitwise, by the values' bits (the group's rank-ordered sum).
+        bad += std::bit_cast<uint64_t>(t.data<double>()[i]) != std::bit_cast<uint64_t>(want);
       }
       EXPECT_EQ(bad, 0) << hpc::dist::group_kind_name(kind) << " of tp " << tp << " pp " << pp;
     }

@@ -16,6 +16,7 @@ namespace {
 
 std::vector<PeerInfo> peers(int n) {
   std::vector<PeerInfo> p;
+  p.reserve(static_cast<size_t>(n));
   for (int r = 0; r < n; ++r) p.push_back({r < 4 ? "n01" : "n02", 1000 + r});
   return p;
 }
