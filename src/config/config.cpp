@@ -275,6 +275,24 @@ void check_combination(const Config& c, const std::map<std::string, std::string>
     throw UserError(option_label("dist.sequence_parallel", where) +
                     ": needs tensor parallelism (--dist.tp 2 or more): with dist.tp 1 there is no group to "
                     "split the sequence over");
+  if (c.train.batch_size % c.train.micro_batches != 0)
+    throw UserError(option_label("train.micro_batches", where) + ": " +
+                    std::to_string(c.train.micro_batches) + " does not divide train.batch_size " +
+                    std::to_string(c.train.batch_size) +
+                    " (each micro-batch holds batch_size / micro_batches samples)");
+  if (c.dist.pp > 1 && c.train.micro_batches < c.dist.pp)
+    throw UserError(option_label("train.micro_batches", where) + ": " +
+                    std::to_string(c.train.micro_batches) + " is fewer than the " +
+                    std::to_string(c.dist.pp) +
+                    " pipeline stages (dist.pp): every stage needs a micro-batch in flight; use "
+                    "--train.micro_batches " +
+                    std::to_string(c.dist.pp) + " or more (the bubble shrinks as they grow)");
+  if (c.dist.pp == 1 && c.dist.pp_virtual > 1)
+    throw UserError(option_label("dist.pp_virtual", where) +
+                    ": needs pipeline parallelism (--dist.pp 2 or more): it is the model chunks per stage");
+  if (c.dist.pp == 1 && !c.dist.pp_split.empty())
+    throw UserError(option_label("dist.pp_split", where) +
+                    ": needs pipeline parallelism (--dist.pp 2 or more): it lists the blocks of each stage");
   const DistConfig defaults;
   if (c.dist.zero != 3)
     for (const auto& [name, changed] :

@@ -103,10 +103,11 @@ struct OptimConfig {
 };
 
 struct TrainConfig {
-  int64_t batch_size = 64;  // per rank
-  int64_t epochs = 5;       // total epochs (ignored when steps > 0)
-  int64_t steps = 0;        // total optimizer steps; 0 = use epochs
-  int64_t accum_steps = 1;  // micro-batches per optimizer step
+  int64_t batch_size = 64;    // per rank
+  int64_t epochs = 5;         // total epochs (ignored when steps > 0)
+  int64_t steps = 0;          // total optimizer steps; 0 = use epochs
+  int64_t accum_steps = 1;    // micro-batches per optimizer step
+  int64_t micro_batches = 1;  // batch_size cut into this many micro-batches (a pipeline's; × accum_steps)
   uint64_t seed = 42;
   DeviceChoice device = DeviceChoice::Auto;
   Precision precision = Precision::Fp32;  // bf16, fp16: GPU only
@@ -128,6 +129,8 @@ struct DistConfig {
   bool zero_prefetch = true;       // stage 3: gather the next unit while the current one computes
   int tp = 1;                      // tensor-parallel size (dist/grid.h: world = dp × pp × tp)
   int pp = 1;                      // pipeline-parallel size
+  int pp_virtual = 1;              // model chunks per pipeline stage (interleaved 1F1B when > 1)
+  std::string pp_split;            // blocks per pipeline piece, "3,3,3,3"; empty = balanced by FLOPs
   bool sequence_parallel = false;  // with tp > 1: norms, dropout, residual adds on 1/tp of the sequence
 };
 

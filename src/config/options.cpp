@@ -381,6 +381,9 @@ std::vector<OptionSpec> build_table() {
       number("train.steps", FIELD(train.steps), NON_NEGATIVE,
              "total optimizer steps of the run; 0 = use epochs"),
       number("train.accum_steps", FIELD(train.accum_steps), AT_LEAST_ONE, "micro-batches per optimizer step"),
+      number("train.micro_batches", FIELD(train.micro_batches), AT_LEAST_ONE,
+             "cut each batch_size into this many micro-batches (a pipeline's; with dist.pp 1 gradient "
+             "accumulation with the pipeline's arithmetic); multiplies with accum_steps"),
       number("train.seed", FIELD(train.seed), ANY, "random seed: initialisation, shuffling, dropout"),
       choice("train.device", FIELD(train.device), "auto: cuda when a GPU is visible"),
       choice("train.precision", FIELD(train.precision), "compute precision (bf16, fp16: GPU only)"),
@@ -416,6 +419,10 @@ std::vector<OptionSpec> build_table() {
              "world; the rest is data parallel)"),
       number("dist.pp", FIELD(dist.pp), AT_LEAST_ONE,
              "pipeline-parallel size: stages of the model (world = dp × pp × tp)"),
+      number("dist.pp_virtual", FIELD(dist.pp_virtual), AT_LEAST_ONE,
+             "model chunks per pipeline stage: > 1 runs the interleaved 1F1B schedule"),
+      text("dist.pp_split", FIELD(dist.pp_split), P::ANY_TEXT, "N,N,...",
+           "transformer blocks of each pipeline stage, in order (empty = balanced by the layers' FLOPs)"),
       flag("dist.sequence_parallel", FIELD(dist.sequence_parallel),
            "with dist.tp > 1: norms, dropout and residual adds on 1/tp of the sequence (all-gather and "
            "reduce-scatter instead of all-reduces)"),

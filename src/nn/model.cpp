@@ -77,25 +77,44 @@ void init_param(const Tensor& host, const ParamSpec& p, uint64_t seed, uint64_t 
 
 std::string layer_kind(const std::string& spec) { return spec.substr(0, spec.find('(')); }
 
-// The nearest earlier parameter named like ps.tied_to ("embed.token" matches
+// A parameter of the whole model (every layer's, a pipeline piece's or not): its name, random
+// stream, offset in the whole unsplit layout, spec and layer.
+struct Owned {
+  std::string name;
+  uint64_t stream;
+  int64_t full_offset;
+  ParamSpec spec;
+  int layer;
+};
+
+// The nearest parameter of a layer before `layer` named like ps.tied_to ("embed.token" matches
 // "0.embed.token"), which must have ps's shape.
-const ParamInfo& tied_owner(const std::vector<ParamInfo>& info, const ParamSpec& ps,
-                            const std::string& layer) {
+const Owned& tied_owner(const std::vector<Owned>& whole, const ParamSpec& ps, const std::string& spec,
+                        int layer) {
   const std::string suffix = "." + ps.tied_to;
   // Reverse iterators rather than std::views::reverse: clang 14 with libstdc++ 12
   // (the fuzz and lint builds) cannot compile the ranges view.
-  for (auto it = info.rbegin(); it != info.rend(); ++it) {
-    const ParamInfo& owner = *it;
+  for (auto it = whole.rbegin(); it != whole.rend(); ++it) {
+    const Owned& owner = *it;
     const std::string& n = owner.name;
-    if (n.size() <= suffix.size() || n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0)
+    if (owner.layer >= layer || n.size() <= suffix.size() ||
+        n.compare(n.size() - suffix.size(), suffix.size(), suffix) != 0)
       continue;
-    if (owner.shape != ps.shape)
-      throw UserError("layer '" + layer + "': its " + ps.name + " " + ps.shape.str() + " is tied to " + n +
-                      ", which is " + owner.shape.str() + " (vocabulary and width must match)");
+    if (owner.spec.shape != ps.shape)
+      throw UserError("layer '" + spec + "': its " + ps.name + " " + ps.shape.str() + " is tied to " + n +
+                      ", which is " + owner.spec.shape.str() + " (vocabulary and width must match)");
     return owner;
   }
-  throw UserError("layer '" + layer + "': its " + ps.name + " is tied to the " + ps.tied_to +
+  throw UserError("layer '" + spec + "': its " + ps.name + " is tied to the " + ps.tied_to +
                   " parameter of an earlier layer, but the model has none before it");
+}
+
+// The offset of the parameter called `name` in a layout.
+int64_t local_offset(const std::vector<ParamInfo>& info, const std::string& name) {
+  for (const ParamInfo& p : info)
+    if (p.name == name) return p.offset;
+  HPC_ASSERT(false, "model: a tied parameter's owner is not in the layout");
+  return 0;
 }
 
 }  // namespace
@@ -105,7 +124,7 @@ Model::Model(const std::string& spec, const Shape& input_shape, DType dtype, uin
     : Model(parse_spec(spec), input_shape, dtype, seed, device, stored, TpSplit()) {}
 
 Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DType dtype, uint64_t seed,
-             Device device, const StoredRange& stored, const TpSplit& tp)
+             Device device, const StoredRange& stored, const TpSplit& tp, const LayerRange& range)
     : input_shape_(input_shape), dtype_(dtype), input_dtype_(dtype), device_(device), tp_(tp) {
   HPC_ASSERT(tp.size >= 1 && tp.rank >= 0 && tp.rank < tp.size,
              "model: tensor-parallel rank outside its group");
@@ -114,28 +133,64 @@ Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DTy
                     std::to_string(input_shape.rank() < 1 ? 0 : input_shape[0]) +
                     " tokens is not divisible by dist.tp " + std::to_string(tp.size) +
                     " (each rank of the group holds an equal part of the sequence)");
+  const int count = static_cast<int>(layers.size());
+  const int last = range.last < 0 ? count : range.last;
+  HPC_ASSERT(0 <= range.first && range.first < last && last <= count,
+             "model: the layer range lies outside the spec");
+  first_ = range.first;
+  input_grad_ = range.input_grad;
+  // Every layer of the spec is built: the whole model's parameters fix each one's random stream and
+  // its offset in the whole (unsplit) layout. A pipeline piece keeps layers [first, last).
+  std::vector<Owned> whole;
+  uint64_t next_stream = 1;
   Shape shape = input_shape;
   std::vector<std::vector<ParamSpec>> specs;
-  int64_t total = 0;
-  for (const LayerArgs& args : layers) {
-    layers_.push_back(make_layer(args));
-    Layer& layer = *layers_.back();
-    layer.set_split(tp);
-    shape = layer.build(shape, dtype);
-    if (tp.active() && !layer.tensor_parallel() && !layer.param_specs().empty())
-      throw UserError("dist.tp " + std::to_string(tp.size) + ": layer " + std::to_string(layers_.size() - 1) +
-                      " '" + layer.spec() +
+  for (int i = 0; i < count; ++i) {
+    std::unique_ptr<Layer> layer = make_layer(layers[static_cast<size_t>(i)]);
+    layer->set_split(tp);
+    if (i == first_) input_shape_ = shape;
+    shape = layer->build(shape, dtype);
+    if (tp.active() && !layer->tensor_parallel() && !layer->param_specs().empty())
+      throw UserError("dist.tp " + std::to_string(tp.size) + ": layer " + std::to_string(i) + " '" +
+                      layer->spec() +
                       "' cannot be split over a tensor-parallel group (tensor parallelism splits the "
                       "transformer models' layers); use --dist.tp 1 for this model");
+    for (const ParamSpec& p : layer->param_specs()) {
+      if (!p.tied_to.empty()) continue;  // a tied parameter is stored once, by its owner
+      whole.push_back({std::to_string(i) + "." + layer_kind(layer->spec()) + "." + p.name, next_stream++,
+                       num_full_params_, p, i});
+      num_full_params_ += (p.shard.split() ? p.shard.full : p.shape).count();
+    }
+    if (i < first_ || i >= last) continue;
     out_shapes_.push_back(shape);
-    layer_offset_.push_back(total);
-    specs.push_back(layers_.back()->param_specs());
-    for (const ParamSpec& p : specs.back())
-      if (p.tied_to.empty()) total += p.shape.count();  // a tied parameter is stored once, by its owner
+    specs.push_back(layer->param_specs());
+    layers_.push_back(std::move(layer));
   }
-  output_shape_ = shape;
-  if (!layers_.empty()) input_dtype_ = layers_.front()->input_dtype(dtype, device);
+  output_shape_ = out_shapes_.back();
+  input_dtype_ = layers_.front()->input_dtype(dtype, device);
   for (size_t i = 0; i < layers_.size(); ++i) spec_ += (i ? " " : "") + layers_[i]->spec();
+
+  // This piece's layout: each kept layer's own parameters in order, and a copy of a tied parameter
+  // whose owner is not here. owner[k]: the whole model's parameter slot k of layer i holds.
+  std::vector<std::vector<const Owned*>> owner(layers_.size());
+  int64_t total = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const int global = first_ + static_cast<int>(i);
+    layer_offset_.push_back(total);
+    size_t next = 0;
+    while (next < whole.size() && whole[next].layer < global) ++next;
+    for (const ParamSpec& ps : specs[i]) {
+      const Owned* o = nullptr;
+      if (ps.tied_to.empty()) {
+        o = &whole[next++];
+      } else {
+        o = &tied_owner(whole, ps, layers_[i]->spec(), global);
+        if (o->layer >= first_) continue;  // the owner is here: the slot points at it (below)
+      }
+      total += ps.shape.count();
+      owner[i].push_back(o);
+    }
+  }
 
   // What this model stores: everything, or a range (a shard: ZeRO stage 3, or its gradients only).
   num_params_ = total;
@@ -157,40 +212,44 @@ Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DTy
   const DType init_dtype = dtype == DType::F64 ? DType::F64 : DType::F32;
   const bool in_place = device == Device::CPU && stores_whole_params();
   const Tensor init = in_place ? params_ : Tensor(Shape{params_.count()}, init_dtype);
-  uint64_t stream = 1;
   for (size_t i = 0; i < layers_.size(); ++i) {
     int64_t offset = layer_offset_[i];
     std::vector<ParamSlot> slots;
-    for (const ParamSpec& ps : specs[i]) {
-      if (!ps.tied_to.empty()) {  // the second use of an earlier layer's parameter
-        slots.push_back({tied_owner(info_, ps, layers_[i]->spec()).offset, ps.shape});
-        continue;
+    size_t own = 0;
+    for (const ParamSpec& tied : specs[i]) {
+      if (!tied.tied_to.empty()) {
+        const Owned& o = tied_owner(whole, tied, layers_[i]->spec(), first_ + static_cast<int>(i));
+        if (o.layer >= first_) {  // the second use of a parameter an earlier layer here holds
+          slots.push_back({local_offset(info_, o.name), tied.shape});
+          continue;
+        }
       }
+      const Owned& o = *owner[i][own++];
+      const ParamSpec& ps = o.spec;  // a copy is initialised and laid out like its owner
       slots.push_back({offset, ps.shape});
       const int64_t n = ps.shape.count();
       HPC_ASSERT(!ps.shard.split() || ps.shard.local_shape() == ps.shape,
                  "layer '" + layers_[i]->spec() + "': " + ps.name + " is not its shard's shape");
       const int64_t a = std::max(offset, params_lo_), b = std::min(offset + n, params_lo_ + params_.count());
       if (a == offset && b == offset + n) {
-        init_param(init.slice(offset - params_lo_, ps.shape), ps, seed, stream);
+        init_param(init.slice(offset - params_lo_, ps.shape), ps, seed, o.stream);
       } else if (a < b) {
-        const Tensor whole(ps.shape, init_dtype);
-        init_param(whole, ps, seed, stream);
-        backend::copy(whole.slice(a - offset, Shape{b - a}), init.slice(a - params_lo_, Shape{b - a}));
+        const Tensor whole_param(ps.shape, init_dtype);
+        init_param(whole_param, ps, seed, o.stream);
+        backend::copy(whole_param.slice(a - offset, Shape{b - a}), init.slice(a - params_lo_, Shape{b - a}));
       }
-      ++stream;
       ParamInfo info;
-      info.name = std::to_string(i) + "." + layer_kind(layers_[i]->spec()) + "." + ps.name;
-      info.layer = static_cast<int>(i);
+      info.name = o.name;
+      info.layer = first_ + static_cast<int>(i);
       info.offset = offset;
       info.shape = ps.shape;
       info.weight_decay = ps.weight_decay;
       info.shard = ps.shard;
       if (!ps.shard.split()) info.shard.full = ps.shape;  // replicated: the part is the whole tensor
       info.full_shape = info.shard.full;
-      info.full_offset = num_full_params_;
+      info.full_offset = o.full_offset;
       info.tp_partial = ps.tp_partial;
-      num_full_params_ += info.full_shape.count();
+      info.tied_copy = !tied.tied_to.empty();
       info_.push_back(std::move(info));
       offset += n;
     }
@@ -225,6 +284,17 @@ VocabSplit Model::output_vocab() const {
   return layers_.empty() ? VocabSplit() : layers_.back()->output_vocab();
 }
 
+void Model::share_params_of(Model& primary) {
+  HPC_ASSERT(primary.spec_ == spec_ && primary.first_ == first_ && primary.num_params_ == num_params_ &&
+                 primary.stores_whole_params() && primary.stores_whole_grads() && params_.count() == 0,
+             "share_params_of: not the same piece of the model, or not a model without buffers of its own");
+  for (size_t i = 0; i < layers_.size(); ++i)
+    bind_layer(static_cast<int>(i), [&primary](const ParamSlot& s) {
+      return std::pair{primary.params_.slice(s.offset, s.shape), primary.grads_.slice(s.offset, s.shape)};
+    });
+  shared_ = true;
+}
+
 void Model::bind_layer(int i, const std::function<std::pair<Tensor, Tensor>(const ParamSlot&)>& at) {
   std::vector<Tensor> p, g;
   for (const ParamSlot& s : slots_[static_cast<size_t>(i)]) {
@@ -255,6 +325,7 @@ void Model::ensure_activations(int64_t batch) {
     if (i + 1 < layers_.size())
       dacts_[i + 1] = Tensor(out_shapes_[i].with_batch(batch), dtype_, device_).with_channel_block(block);
   }
+  if (input_grad_) dacts_[0] = Tensor(input_shape_.with_batch(batch), dtype_, device_);
   // A folded relu (never the last layer) shares the output and its gradient
   // with the layer before, which writes the one and reads the other.
   for (size_t i = 0; i < layers_.size(); ++i)
@@ -270,13 +341,13 @@ const Tensor& Model::forward(const Tensor& x, const RunCtx& ctx,
   check_shape(x, input_shape_.with_batch(x.shape()[0]), "model input");
   HPC_ASSERT((x.dtype() == input_dtype_ || x.dtype() == dtype_) && x.device() == device_,
              "model input dtype or device");
-  HPC_ASSERT(source_ != nullptr || (stores_whole_params() && stores_whole_grads()),
+  HPC_ASSERT(source_ != nullptr || shared_ || (stores_whole_params() && stores_whole_grads()),
              "a model that stores a shard runs only with its ParamSource");
   ensure_activations(x.shape()[0]);
   acts_[0] = x;
   RunCtx layer_ctx = ctx;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    layer_ctx.layer = i;
+    layer_ctx.layer = static_cast<uint64_t>(first_) + i;  // the whole model's index: dropout's coordinate
     if (before_layer) before_layer(i + 1 < layers_.size() ? layer_offset_[i + 1] : num_params_);
     if (source_) source_->before_forward(i, ctx);
     if (!folded_[i]) {  // a folded relu: the layer before applied it
@@ -296,11 +367,12 @@ void Model::backward(const Tensor& dout, const RunCtx& ctx, const std::function<
   for (size_t i = layers_.size(); i-- > 0;) {
     if (source_) source_->before_backward(i);
     if (!folded_[i]) {  // a folded relu was applied by the layer before; it has no parameters
-      layer_ctx.layer = i;
+      layer_ctx.layer = static_cast<uint64_t>(first_) + i;
       const Tensor& dy = i + 1 == layers_.size() ? dout : dacts_[i + 1];
       const double t0 = ctx.on_layer ? layer_clock() : 0;
-      // The first layer's input is the data: no gradient needed there.
-      layers_[i]->backward(acts_[i], acts_[i + 1], dy, i == 0 ? Tensor() : dacts_[i], layer_ctx);
+      // The first layer's input is the data (no gradient needed there), unless a stage before sent it.
+      layers_[i]->backward(acts_[i], acts_[i + 1], dy, i == 0 && !input_grad_ ? Tensor() : dacts_[i],
+                           layer_ctx);
       if (ctx.on_layer) ctx.on_layer(i, true, t0, layer_clock());
     }
     if (source_) source_->after_backward(i);
@@ -339,7 +411,7 @@ const Tensor& Model::decode(const Tensor& ids, int64_t pos, const RunCtx& ctx) {
   layer_ctx.training = false;
   const Tensor* x = &ids;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    layer_ctx.layer = i;
+    layer_ctx.layer = static_cast<uint64_t>(first_) + i;
     layers_[i]->decode(*x, decode_acts_[i], pos, layer_ctx);
     x = &decode_acts_[i];
   }
@@ -357,8 +429,8 @@ std::string Model::summary() const {
     const int64_t n = layer_end(static_cast<int>(i)) - layer_offset_[i];
     std::string spec = layers_[i]->spec();
     if (spec.size() > 44) spec.replace(41, std::string::npos, "...");
-    std::snprintf(line, sizeof line, "  %-3zu %-44s %-14s %12lld\n", i, spec.c_str(),
-                  out_shapes_[i].str().c_str(), static_cast<long long>(n));
+    std::snprintf(line, sizeof line, "  %-3zu %-44s %-14s %12lld\n", i + static_cast<size_t>(first_),
+                  spec.c_str(), out_shapes_[i].str().c_str(), static_cast<long long>(n));
     s << line;
   }
   std::snprintf(line, sizeof line, "  total parameters: %lld (%.2f MiB as %s)\n",

@@ -73,9 +73,26 @@ struct ParamInfo {
   ParamShard shard{};
   Shape full_shape{};
   int64_t full_offset = 0;
+  // A pipeline stage's copy of a tied parameter whose owner is on another stage (LayerRange):
+  // full_offset is the owner's; its gradient is summed with the owner's before the optimizer.
+  bool tied_copy = false;
   // Replicated, but its gradient here is only this rank's part (sequence parallelism: used on this
   // rank's rows only): the trainer sums it over the tensor-parallel group before the optimizer.
   bool tp_partial = false;
+};
+
+// A pipeline stage's piece of a model (dist.pp): layers [first, last) of the spec, built for the
+// shapes the whole model gives them, with the whole model's initial values (each parameter's own
+// random stream), parameter names ("5.block.…": the layer's index in the whole model), full_offset
+// (the whole model's flat layout: a checkpoint's) and dropout coordinates (RunCtx::layer is the
+// whole model's index). A tied parameter whose owner lies outside the piece (GPT's lm_head on the
+// last stage) is held here as a copy of its owner (ParamInfo::tied_copy), initialised like it; the
+// trainer sums the two copies' gradients. input_grad: backward also writes the gradient of the
+// input (input_grad()), which the stage before receives.
+struct LayerRange {
+  int first = 0;
+  int last = -1;  // -1: to the end
+  bool input_grad = false;
 };
 
 class Model {
@@ -91,8 +108,16 @@ class Model {
   // tp: the tensor-parallel split to build for (nn/tensor_parallel.h): each rank holds its part of
   // the layers that split, initialised as its slice of the unsplit initialisation. A layer with
   // parameters that cannot split is a UserError naming it.
+  // range: a pipeline stage's piece of the layers (LayerRange); input_shape stays the whole model's.
   Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DType dtype, uint64_t seed,
-        Device device = Device::CPU, const StoredRange& stored = {}, const TpSplit& tp = {});
+        Device device = Device::CPU, const StoredRange& stored = {}, const TpSplit& tp = {},
+        const LayerRange& range = {});
+
+  // Binds this model's layers to the flat buffers of `primary` (built from the same layers and
+  // range, storing its buffers whole; this one stores none: StoredRange [0, 0)): a second set of
+  // activations and saved state over the same parameters, for a pipeline stage's micro-batches in
+  // flight. Backward adds into primary's gradients.
+  void share_params_of(Model& primary);
 
   const std::string& spec() const { return spec_; }  // canonical text (each layer's spec())
   const Shape& input_shape() const { return input_shape_; }
@@ -103,6 +128,12 @@ class Model {
   DType input_dtype() const { return input_dtype_; }
   Device device() const { return device_; }
   int num_layers() const { return static_cast<int>(layers_.size()); }
+  // A pipeline piece (LayerRange): the whole model's index of layer 0 here, and the gradient of the
+  // input that the last backward wrote (undefined unless built with input_grad).
+  int first_layer() const { return first_; }
+  const Tensor& input_grad() const { return dacts_.empty() ? acts_none_ : dacts_[0]; }
+  // The output of the last forward (valid until the next one).
+  const Tensor& forward_output() const { return acts_.empty() ? acts_none_ : acts_.back(); }
   // Layer i's spec text ("linear(64)"), for timelines.
   std::string layer_spec(int i) const { return layers_[static_cast<size_t>(i)]->spec(); }
   // The channel block (core/tensor.h, nn/layout.h) of layer i's output: 0 plain.
@@ -189,6 +220,10 @@ class Model {
   int64_t params_lo_ = 0, grads_lo_ = 0;  // what params_ and grads_ start at in the layout
   TpSplit tp_;
   int64_t num_full_params_ = 0;
+  int first_ = 0;            // LayerRange::first
+  bool input_grad_ = false;  // LayerRange::input_grad
+  bool shared_ = false;      // share_params_of: the layers are bound to another model's buffers
+  Tensor acts_none_;         // input_grad() before any backward
   Tensor params_, grads_;
   ParamSource* source_ = nullptr;
   std::vector<Tensor> acts_, dacts_;  // acts_[i+1] = output of layer i; acts_[0] = the input view

@@ -70,7 +70,9 @@ EvalResult evaluate_split(const EvalInputs& in, EvalDetail* detail, const BatchS
     const int64_t b = j * world + rank;
     const data::Batch& batch = in.loader->next();
     const auto [x, y] = (*in.upload)(batch);
-    const Tensor& logits = in.model->forward(x, rc);
+    const Tensor* out = in.stage_forward ? in.stage_forward(x, rc) : &in.model->forward(x, rc);
+    if (out == nullptr) continue;  // a pipeline stage before the last: its output went on
+    const Tensor& logits = *out;
     const nn::LossStats s = in.loss->forward_backward(logits, y, batch.valid, 1.0, Tensor());
     pack_into(EvalBatchSums{s.loss_sum, static_cast<double>(s.count), static_cast<double>(s.correct1),
                             static_cast<double>(s.correct5)},
@@ -91,6 +93,7 @@ EvalResult evaluate_split(const EvalInputs& in, EvalDetail* detail, const BatchS
   }
   in.loader->stop();
   in.comm->allreduce(table, dist::ReduceOp::Sum);  // one non-zero contribution per slot: exact
+  if (in.stages) in.stages->allreduce(table, dist::ReduceOp::Sum);  // the last stage's rows, everywhere
   if (detail) {
     in.comm->allreduce(confusion, dist::ReduceOp::Sum);  // integer counts < 2^53: exact
     for (int64_t i = 0; i < k * k; ++i)

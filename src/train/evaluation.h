@@ -48,6 +48,11 @@ struct EvalInputs {
   // of its own runs one on zeros and drops it): ZeRO 3's forward gathers parameters collectively.
   bool lockstep = false;
   nn::TpComm* tp = nullptr;  // a model split over a tensor-parallel group: its collectives
+  // A pipeline stage's piece (dist.pp > 1): runs a batch through this stage (receiving its input
+  // from the stage before, sending its output on) and returns the logits on the last stage, null
+  // on the others; the batches' sums then add over `stages` too (the other stages add zeros).
+  std::function<const Tensor*(const Tensor& x, const nn::RunCtx& rc)> stage_forward;
+  dist::Communicator* stages = nullptr;
 };
 
 // Classification detail, summed over every rank.

@@ -123,7 +123,7 @@ void print_memory_model(const Config& cfg, int ranks) {
   in.state_tensors = optimizer_state_tensors(cfg.optim);
   in.sixteen_bit = sixteen;
   in.dist = cfg.dist;
-  in.accum_steps = cfg.train.accum_steps;
+  in.accum_steps = cfg.train.accum_steps * cfg.train.micro_batches;
   const std::vector<MemoryRow> rows = memory_model(in);
   std::printf("model: %s\n%lld parameters; batch %lld per rank, %s, %s%s\n%s", model.spec().c_str(),
               static_cast<long long>(model.num_params()), static_cast<long long>(cfg.train.batch_size),

@@ -92,9 +92,6 @@ Trainer::~Trainer() = default;
 void Trainer::choose_device() {
   device_ = resolve_rank_device(cfg_.train.device, ctx_);
   ctx_.check_backend(device_);  // dist.backend must suit the device: nccl on a CPU run is a one-line error
-  if (grid_.pp() > 1)
-    throw UserError("dist.pp " + std::to_string(grid_.pp()) +
-                    ": pipeline parallelism is not part of this hpctrain yet (use --dist.pp 1)");
   // Gradients (and everything else that lives on the device: parameters, optimizer state,
   // SyncBatchNorm statistics) go through NCCL on GPUs, MPI on CPUs; host scalars always through comm_.
   // With several GPU ranks this builds the NCCL communicators, the world's and its groups' (and
@@ -106,12 +103,14 @@ void Trainer::choose_device() {
 
 void Trainer::open_data() {
   data_ = open_run_data(cfg_);
-  // train.batch_size is one data-parallel replica's: the ranks of a tensor-parallel group share it.
-  micro_batch_ = cfg_.train.batch_size;
-  global_batch_ = micro_batch_ * grid_.dp() * cfg_.train.accum_steps;
+  // train.batch_size is one data-parallel replica's: the ranks of a tensor-parallel group and the
+  // stages of a pipeline share it. It is cut into train.micro_batches micro-batches (config.cpp
+  // checked that they divide it), each accumulated train.accum_steps times.
+  micro_batch_ = cfg_.train.batch_size / cfg_.train.micro_batches;
+  accum_ = cfg_.train.accum_steps * cfg_.train.micro_batches;
+  global_batch_ = cfg_.train.batch_size * grid_.dp() * cfg_.train.accum_steps;
   sampler_ = std::make_unique<data::DistributedSampler>(
-      data_.train->info().size, micro_batch_ * cfg_.train.accum_steps, grid_.dp(), grid_.dp_rank(),
-      cfg_.train.seed, true,
+      data_.train->info().size, micro_batch_ * accum_, grid_.dp(), grid_.dp_rank(), cfg_.train.seed, true,
       // drop_last = false pads the last global batch with masked rows: no sample is seen twice in an epoch.
       cfg_.data.drop_last ? data::PadMode::Drop : data::PadMode::Mask,
       "data file '" + cfg_.data.path + "': /train");
@@ -132,13 +131,16 @@ void Trainer::build_model() {
   // Tensor parallelism: each rank builds its part of the split layers (nn/tensor_parallel.h).
   const nn::TpSplit split{grid_.tp(), grid_.tp_rank(), cfg_.dist.sequence_parallel};
   if (split.active()) check_tensor_parallel();
-  model_ = std::make_unique<nn::Model>(task.model_layers(cfg_.model, info), info.sample_shape,
-                                       MixedPrecision::model_dtype(cfg_.train.precision, device_),
-                                       cfg_.train.seed, device_, stored_range(), split);
+  const DType dtype = MixedPrecision::model_dtype(cfg_.train.precision, device_);
+  if (grid_.pp() > 1)  // this stage's piece of the model (trainer_pipeline.cpp)
+    build_pipeline(task.model_layers(cfg_.model, info), dtype);
+  else
+    model_ = std::make_unique<nn::Model>(task.model_layers(cfg_.model, info), info.sample_shape, dtype,
+                                         cfg_.train.seed, device_, stored_range(), split);
   const nn::VocabSplit vocab = model_->output_vocab();
   // A split lm_head gives this rank's columns of the (padded) vocabulary: the model's are the real ones.
-  task.check_output(vocab.vocab > 0 ? Shape{model_->output_shape()[0], vocab.vocab} : model_->output_shape(),
-                    info);
+  const Shape& out = whole_model().output_shape();
+  task.check_output(vocab.vocab > 0 ? Shape{out[0], vocab.vocab} : out, info);
   // Fine-tuning: every rank loads (a failure is agreed in main.cpp); a resume then overrides it.
   if (!cfg_.model.init.empty()) init_note_ = init_model(*model_, cfg_.model.init, cfg_.model.init_skip);
   loss_ = task.make_loss(cfg_.train, info);
@@ -167,7 +169,8 @@ void Trainer::sync_replicas() {
   // A shard (dist.zero 3) was drawn by each rank itself: initial values are a pure function of the seed.
   if (model_->stores_whole_params()) comm_for(model_->params()).broadcast(model_->params(), 0);
   for (auto& [name, t] : model_->buffers()) comm_for(t).broadcast(t, 0);
-  check_same_model(comm_, *model_);
+  if (stage_) check_same_model(comm_, *whole_);  // every stage cut the same model
+  check_same_model(stage_ ? dp_comm_ : comm_, *model_);
 }
 
 void Trainer::build_optimizer() {
@@ -181,7 +184,7 @@ void Trainer::build_optimizer() {
   precision_ = std::make_unique<MixedPrecision>(
       cfg_.train.precision, device_, model_->params().slice(sharding_->lo() - model_->params_lo(), shard),
       model_->grads().slice(sharding_->lo() - model_->grads_lo(), shard));
-  if (sharding_->active())
+  if (sharding_->active() || stage_)  // a pipeline's stages hold different gradients: they agree too
     precision_->set_count_over_ranks([this](double n) {  // every rank of the grid skips a step, or none
       comm_.allreduce(Tensor::borrow(&n, Shape{1}, DType::F64), dist::ReduceOp::Max);
       return n;
@@ -201,7 +204,8 @@ void Trainer::build_reducer() {
   std::vector<int64_t> cuts;  // buckets end at parameter boundaries: a tensor is never split
   for (const nn::ParamInfo& p : model_->param_info()) cuts.push_back(p.offset);
   // ZeRO 1 reduce-scatters the buckets after backward, ZeRO 2 as backward completes them (dist.overlap).
-  const bool overlap = sharding_->stage() == 1 ? false : cfg_.dist.overlap;
+  // A pipeline stage holding half of a tied pair sums it with the other half before the reduction.
+  const bool overlap = sharding_->stage() == 1 || !tied_.empty() ? false : cfg_.dist.overlap;
   reducer_ = std::make_unique<dist::GradReducer>(
       *grad_comm_, model_->grads(), cfg_.dist.bucket_mb * 1048576.0, cuts, overlap,
       sharding_->active() ? sharding_->bounds() : std::vector<int64_t>{});
@@ -217,7 +221,7 @@ void Trainer::start_loaders() {
   const data::LoaderOptions options{cfg_.data.workers, cfg_.data.prefetch,
                                     BatchUpload::host_allocator(device_)};
   const data::Augment augment = data::parse_augment(cfg_.data.augment);
-  const int64_t accum = cfg_.train.accum_steps;
+  const int64_t accum = accum_;
   train_loader_ = data::make_train_loader(
       *data_.train, micro_batch_, options, augment, cfg_.train.seed,
       [this, accum](int64_t item) { return item / accum / steps_per_epoch_; },
@@ -240,7 +244,7 @@ void Trainer::open_run_dir() {
   if (cfg_.ckpt.async && (ctx_.world() == 1 || ctx_.thread_multiple()))
     writer_ = std::make_unique<ckpt::AsyncWriter>();
   // (A split model's state is put together into the unsplit model instead: train/tp_state.h.)
-  if (ctx_.world() > 1 && grid_.tp() == 1)
+  if (ctx_.world() > 1 && grid_.tp() == 1 && grid_.pp() == 1)
     channel_ = std::make_shared<ckpt::ShardChannel>(MPI_COMM_WORLD, cfg_.dist.timeout);
   progress_ =
       std::make_unique<Progress>(cfg_.log.progress, total_steps_, step_, ctx_.is_root(), ctx_.world());

@@ -22,6 +22,24 @@ void assign(const Tensor& dst, const Tensor& src) {
   backend::convert(f32, dst);
 }
 
+// The sum of squares of g (elements [lo, lo + g.count()) of the layout) outside the skip ranges,
+// piece by piece in order: without skips exactly backend::sum_squares(g).
+double squares_outside(const Tensor& g, int64_t lo, const std::vector<std::pair<int64_t, int64_t>>& skip) {
+  const int64_t hi = lo + g.count();
+  double sum = 0;
+  int64_t at = lo;
+  auto add = [&](int64_t a, int64_t b) {
+    if (b > a) sum += backend::sum_squares(g.slice(a - lo, Shape{b - a}));
+  };
+  for (const auto& [a, b] : skip) {
+    if (b <= at || a >= hi) continue;
+    add(at, std::max(at, a));
+    at = std::min(hi, b);
+  }
+  add(at, hi);
+  return sum;
+}
+
 }  // namespace
 
 Sharding::Sharding(int stage, int rank, int world, int64_t num_params, Device device)
@@ -46,25 +64,26 @@ void Sharding::zero_grads(const Tensor& grads) const {
   release_zeroed(grads, hi(), num_params_);
 }
 
-double Sharding::grad_norm(const Tensor& grads, dist::Communicator& host) const {
+double Sharding::grad_squares(const Tensor& grads, dist::Communicator& host,
+                              const std::vector<std::pair<int64_t, int64_t>>& skip) const {
   std::vector<double> parts(static_cast<size_t>(world_), 0.0);
   if (active()) {
     HPC_ASSERT(grads.count() == count(), "grad_norm: not this rank's shard");
-    double mine = grads.count() > 0 ? backend::sum_squares(grads) : 0.0;
+    double mine = squares_outside(grads, lo(), skip);
     host.allgather(Tensor::borrow(&mine, Shape{1}, DType::F64),
                    Tensor::borrow(parts.data(), Shape{world_}, DType::F64));
   } else if (device_ == Device::CUDA || world_ == 1) {
-    return std::sqrt(backend::sum_squares(grads));
+    return squares_outside(grads, 0, skip);
   } else {
     HPC_ASSERT(grads.count() == num_params_, "grad_norm: not the whole gradient buffer");
     for (int q = 0; q < world_; ++q) {
       const int64_t a = bounds_[static_cast<size_t>(q)], b = bounds_[static_cast<size_t>(q) + 1];
-      if (b > a) parts[static_cast<size_t>(q)] = backend::sum_squares(grads.slice(a, Shape{b - a}));
+      parts[static_cast<size_t>(q)] = squares_outside(grads.slice(a, Shape{b - a}), a, skip);
     }
   }
   double sum = parts[0];
   for (int q = 1; q < world_; ++q) sum += parts[static_cast<size_t>(q)];
-  return std::sqrt(sum);
+  return sum;
 }
 
 void Sharding::scatter_from_root(const Tensor& full, const Tensor& mine, dist::Communicator& host) const {

@@ -28,8 +28,10 @@
 // its shard of its copy, one shard per broadcast.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -63,7 +65,13 @@ class Sharding {
 
   // The global L2 norm of the gradients: grads is the own shard when active, else the whole buffer.
   // Every rank must call (active: one allgather on host).
-  double grad_norm(const Tensor& grads, dist::Communicator& host) const;
+  double grad_norm(const Tensor& grads, dist::Communicator& host) const {
+    return std::sqrt(grad_squares(grads, host));
+  }
+  // Its square, leaving out the elements of the `skip` ranges ([begin, end) of the layout, ascending:
+  // a pipeline stage's copies of tied parameters, which their owners count).
+  double grad_squares(const Tensor& grads, dist::Communicator& host,
+                      const std::vector<std::pair<int64_t, int64_t>>& skip = {}) const;
 
   // `mine` ← this rank's range of rank 0's host float32 `full` (ignored elsewhere), one shard per broadcast.
   void scatter_from_root(const Tensor& full, const Tensor& mine, dist::Communicator& host) const;

@@ -35,6 +35,8 @@ constexpr PhaseInfo info(Phase p) {
       return {"gradient wait", "comm", Column::Comm};  // the communication backward did not hide
     case Phase::Optimizer:
       return {"optimizer", "optimizer", Column::Compute};
+    case Phase::PipeWait:
+      return {"pipeline wait", "pipe", Column::Comm};  // also counted as the bubble
   }
   return {"?", nullptr, Column::Compute};
 }
@@ -61,6 +63,7 @@ StepPhases::Scope::~Scope() {
   const PhaseInfo p = info(phase_);
   StepTimes& t = owner_.times_;
   (p.column == Column::Data ? t.data : p.column == Column::Comm ? t.comm : t.compute) += t1 - t0_;
+  if (phase_ == Phase::PipeWait) t.bubble += t1 - t0_;
   if (p.category != nullptr) owner_.tracer_.span(p.category, p.name, t0_, t1);
   owner_.tracer_.phase(nullptr);
 }

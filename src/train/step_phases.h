@@ -21,13 +21,15 @@ namespace hpc::train {
 struct StepTimes {
   double data = 0, compute = 0, comm = 0;
   double gather = 0;  // of comm: dist.zero 3's waits for parameter gathers (gather_ms)
+  double bubble = 0;  // of comm: a pipeline stage's waits for its neighbours' messages (bubble_ms)
   StepTimes& operator+=(const StepTimes& o) {
-    data += o.data, compute += o.compute, comm += o.comm, gather += o.gather;
+    data += o.data, compute += o.compute, comm += o.comm, gather += o.gather, bubble += o.bubble;
     return *this;
   }
 };
 
-enum class Phase { DataWait, HostToDevice, Forward, Loss, Backward, GradientWait, Optimizer };
+// PipeWait: a pipeline stage waiting for an activation or a gradient from its neighbour (the bubble).
+enum class Phase { DataWait, HostToDevice, Forward, Loss, Backward, GradientWait, Optimizer, PipeWait };
 
 class StepPhases {
  public:

@@ -94,6 +94,7 @@ void put_by(const nn::Model& model, const std::vector<nn::ParamShard>& parts, co
   const std::vector<nn::ParamInfo>& info = model.param_info();
   for (size_t i = 0; i < info.size(); ++i) {
     const nn::ParamInfo& p = info[i];
+    if (p.tied_copy) continue;  // a pipeline stage's copy: its owner's stage puts the values
     const Tensor dst = full.slice(p.full_offset, p.full_shape);
     if (parts[i].split()) {
       nn::put_shard(local.slice(p.offset, parts[i].local_shape()), parts[i], dst);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
 
@@ -34,9 +35,15 @@ void Trainer::print_header() {
   } else {
     std::snprintf(device, sizeof device, "cpu (%d BLAS threads)", blas_threads_);
   }
-  char mine[320];
+  char mine[400];
   std::snprintf(mine, sizeof mine, "  rank %3d  host %-20s pid %-8d local rank %d/%d  node %d  device %s",
                 ri.rank, ri.host.c_str(), ri.pid, ri.local_rank, ri.local_size, ri.node, device);
+  if (stage_) {  // which stage this rank runs, and its micro-batches in flight
+    const size_t n = std::strlen(mine);
+    std::snprintf(mine + n, sizeof mine - n, "  stage %d/%d (layers %d–%d, %d in flight)", stage_->stage(),
+                  stage_->stages(), model_->first_layer(), model_->first_layer() + model_->num_layers() - 1,
+                  stage_->in_flight());
+  }
   std::vector<std::string> lines = ctx_.gather_lines(mine);
   if (!ctx_.is_root()) return;
   std::printf("%s\n", version_report().c_str());
@@ -79,16 +86,24 @@ void Trainer::print_header() {
                                                  : " (--model.recompute true would save %.1f MiB)",
                 double(act.without_recompute - act.with_recompute) / 1048576.0);
   std::printf("\n");
+  const std::string micro = cfg_.train.micro_batches > 1
+                                ? " (" + std::to_string(cfg_.train.micro_batches) + " micro-batches of " +
+                                      std::to_string(micro_batch_) + ")"
+                                : "";
+  const std::string shared = grid_.tp() * grid_.pp() > 1
+                                 ? " (the " + std::to_string(grid_.tp() * grid_.pp()) +
+                                       " ranks of a replica's " + (grid_.pp() > 1 ? "pipeline" : "tp group") +
+                                       " share its batch)"
+                                 : "";
   std::printf(
-      "batch: %lld per data-parallel replica × dp %d × %lld accumulation = %lld global%s; %lld steps/epoch, "
+      "batch: %lld%s per data-parallel replica × dp %d × %lld accumulation = %lld global%s; %lld "
+      "steps/epoch, "
       "%lld steps\n",
-      static_cast<long long>(micro_batch_), grid_.dp(), static_cast<long long>(cfg_.train.accum_steps),
-      static_cast<long long>(global_batch_),
-      grid_.tp() > 1
-          ? (" (the " + std::to_string(grid_.tp()) + " ranks of a tp group share their replica's batch)")
-                .c_str()
-          : "",
+      static_cast<long long>(cfg_.train.batch_size), micro.c_str(), grid_.dp(),
+      static_cast<long long>(cfg_.train.accum_steps), static_cast<long long>(global_batch_), shared.c_str(),
       static_cast<long long>(steps_per_epoch_), static_cast<long long>(total_steps_));
+  if (stage_)
+    for (const std::string& l : pipeline_lines()) std::printf("%s\n", l.c_str());
   if (grid_.tp() > 1) {
     const nn::VocabSplit v = model_->output_vocab();
     std::printf(
@@ -142,7 +157,7 @@ void Trainer::print_header() {
 void Trainer::start_train_loader() {
   // Item = one micro-batch: step s, micro-step m is item s·accum + m, and
   // takes rows [m·b, (m+1)·b) of the rank's part of global batch s.
-  const int64_t accum = cfg_.train.accum_steps;
+  const int64_t accum = accum_;
   train_loader_->start(step_ * accum, total_steps_ * accum, [this, accum](int64_t item, int64_t* out) {
     const int64_t step = item / accum;
     return sampler_->indices(step / steps_per_epoch_, step % steps_per_epoch_, (item % accum) * micro_batch_,
@@ -154,11 +169,14 @@ void Trainer::start_train_loader() {
 void Trainer::train_step(int64_t batch, StepTimes& times) {
   StepPhases phases(*tracer_, times, step_ + 1);
   begin_step(batch);
-  const int64_t accum = cfg_.train.accum_steps;
-  for (int64_t micro = 0; micro < accum; ++micro) {
-    const MicroBatch mb = next_micro_batch(micro, phases);
-    forward_loss(mb, phases);
-    backward(/*reduce=*/micro + 1 == accum, phases);
+  if (stage_) {
+    pipeline_micro_batches(phases);  // dist.pp > 1: this stage's part, in its schedule's order
+  } else {
+    for (int64_t micro = 0; micro < accum_; ++micro) {
+      const MicroBatch mb = next_micro_batch(micro, phases);
+      forward_loss(*model_, mb.x, mb, phases);
+      backward(*model_, dlogits_, /*reduce=*/micro + 1 == accum_, phases);
+    }
   }
   // Stage 3: forward's parameter gathers and backward's reduce-scatters waited for inside those phases.
   phases.count_as_comm(sharded_waits_in_compute(times));
@@ -170,8 +188,7 @@ void Trainer::train_step(int64_t batch, StepTimes& times) {
 void Trainer::begin_step(int64_t batch) {
   tracer_->take_collectives(ctx_.heartbeat().flight());  // the previous step's, the stop vote included
   ctx_.on_step(step_ + 1);  // hang reports name the step; test-only fault injection
-  const int64_t accum = cfg_.train.accum_steps;
-  if (train_loader_->position() != step_ * accum || train_loader_->end() != total_steps_ * accum)
+  if (train_loader_->position() != step_ * accum_ || train_loader_->end() != total_steps_ * accum_)
     start_train_loader();
   // Real samples of this global batch per rank: the global batch, except a drop_last = false tail.
   // The loss is averaged over the global batch: each replica's part of it (the tp group shares one).
@@ -201,15 +218,15 @@ Trainer::MicroBatch Trainer::next_micro_batch(int64_t micro, StepPhases& phases)
   }
   const auto p = phases.enter(Phase::HostToDevice);
   const auto [x, y] = (*upload_)(*b);
-  return {x, y, b->valid, static_cast<uint64_t>(step_ * cfg_.train.accum_steps + micro)};
+  return {x, y, b->valid, static_cast<uint64_t>(step_ * accum_ + micro)};
 }
 
-void Trainer::forward_loss(const MicroBatch& mb, StepPhases& phases) {
+void Trainer::forward_loss(nn::Model& model, const Tensor& x, const MicroBatch& mb, StepPhases& phases) {
   run_.step = mb.index;
   const Tensor* logits = nullptr;
   {
     const auto p = phases.enter(Phase::Forward);
-    logits = &model_->forward(mb.x, run_, params_arrive(phases));
+    logits = &model.forward(x, run_, params_arrive(phases));
   }
   const auto p = phases.enter(Phase::Loss);
   // fp16: the loss gradient is scaled by S (MixedPrecision::unscale divides it out again).
@@ -220,23 +237,24 @@ void Trainer::forward_loss(const MicroBatch& mb, StepPhases& phases) {
   window_.correct += static_cast<double>(s.correct1);
 }
 
-void Trainer::backward(bool reduce, StepPhases& phases) {
+void Trainer::backward(nn::Model& model, const Tensor& dout, bool reduce, StepPhases& phases) {
   const auto p = phases.enter(Phase::Backward);
   if (reducer_ && reduce) {
     reducer_->begin();
-    model_->backward(dlogits_, run_, [this](int64_t frontier) {
+    model.backward(dout, run_, [this](int64_t frontier) {
       fault_at(FaultPoint::Backward);  // test-only: a signal mid-backward, buckets in flight
       reducer_->on_ready(frontier);
     });
   } else {
     begin_sharded_backward(reduce);  // stage 3: each unit's gradients reduce-scattered as its backward ends
     fault_at(FaultPoint::Backward);
-    model_->backward(dlogits_, run_);
+    model.backward(dout, run_);
   }
 }
 
 void Trainer::wait_for_gradients(StepPhases& phases) {
   const auto p = phases.enter(Phase::GradientWait);
+  if (stage_) sum_tied_grads();  // before the data-parallel reduction (those stages do not overlap it)
   if (reducer_) reducer_->finish();
   finish_sharded_backward();
 }
@@ -253,6 +271,8 @@ void Trainer::update(StepPhases& phases) {
   if (grid_.tp() > 1) {
     sum_partial_grads(*model_, grads, sharding_->lo(), grid_.comm(dist::GroupKind::Tp, grads.device()));
     last_grad_norm_ = tp_grad_norm(*model_, grads, *sharding_, dp_comm_, grid_.host(dist::GroupKind::Tp));
+  } else if (stage_) {
+    last_grad_norm_ = pipeline_grad_norm(grads);
   } else {
     last_grad_norm_ = sharding_->grad_norm(grads, dp_comm_);
   }
@@ -322,8 +342,10 @@ std::string Trainer::device_report() const {
 
 void Trainer::log_step(int64_t epoch, double window_s) {
   // Loss and accuracy over the window, summed over the replicas (one small allreduce; the ranks of a
-  // tp group hold the same sums).
-  const LogWindowSums all = sum_over_ranks(dp_comm_, window_);
+  // tp group hold the same sums). A pipeline's loss is its last stage's: summed over the world, the
+  // other stages adding nothing (the same bits as the replicas' sum).
+  const LogWindowSums all = stage_ ? sum_over_ranks(comm_, stage_->last() ? window_ : LogWindowSums())
+                                   : sum_over_ranks(dp_comm_, window_);
   const StepTimes& t = window_times_;
   const double loss = all.loss_sum / std::max(1.0, all.count);
   const double steps = static_cast<double>(std::max<int64_t>(1, window_.steps));
@@ -347,6 +369,7 @@ void Trainer::log_step(int64_t epoch, double window_s) {
       .add("grad_buffer_mb", grad_buffer_bytes() / 1048576.0);
   if (task().language_model()) r.add("tokens_per_s", sps * per_sample);
   if (sharded_) r.add("gather_ms", 1e3 * t.gather / steps);
+  if (stage_) r.add("bubble_ms", 1e3 * t.bubble / steps);  // rank 0's: the first stage's waits
   // What this rank's own allocations held at most (core/mem_ledger.h): the memory model, measured.
   for (auto [key, use] : {std::pair{"peak_params_mb", MemUse::Params},
                           {"peak_grads_mb", MemUse::Grads},
@@ -389,7 +412,19 @@ EvalResult Trainer::evaluate() {
   in.lockstep =
       sharded_ && !model_->stores_whole_params();  // ZeRO 3: forward gathers, on every rank together
   in.top5 = task().counts_top5(data_.val->info());
-  return evaluate_split(in);
+  if (stage_) {  // the batches go through the stages one after the other (no pipelining)
+    in.stages = &grid_.host(dist::GroupKind::Pp);
+    in.stage_forward = [this](const Tensor& x, const nn::RunCtx& rc) -> const Tensor* {
+      nn::Model& model = stage_->model_for(0);
+      const Tensor& out = model.forward(stage_->first() ? x : stage_->receive_activation(0), rc);
+      if (stage_->last()) return &out;
+      stage_->send_activation(0);
+      return nullptr;
+    };
+  }
+  const EvalResult r = evaluate_split(in);
+  if (stage_) stage_->finish_sends();
+  return r;
 }
 
 void Trainer::finish_trace() {

@@ -49,10 +49,13 @@
 #include "train/checkpoint_policy.h"
 #include "train/metrics.h"
 #include "train/mixed_precision.h"
+#include "train/pipeline_schedule.h"
+#include "train/pipeline_stage.h"
 #include "train/progress.h"
 #include "train/protocol.h"
 #include "train/sharding.h"
 #include "train/signals.h"
+#include "train/stage_partition.h"
 #include "train/step_phases.h"
 #include "train/task.h"
 #include "train/tp_state.h"
@@ -93,6 +96,25 @@ class Trainer {
   void open_data();                    // data_ (the task and its splits), sampler_, step counts
   void build_model();                  // model_, checked against the data; loss_
   void check_tensor_parallel() const;  // dist.tp > 1: the options it cannot be combined with (yet)
+
+  // ---- pipeline parallelism, dist.pp > 1 (trainer_pipeline.cpp) ----
+  // From build_model: the whole model's layout, the partition, this stage's piece (model_), its
+  // schedule and its models in flight, the tied pairs.
+  void build_pipeline(const std::vector<nn::LayerArgs>& layers, DType dtype);
+  void check_pipeline() const;  // the options and models it cannot be combined with (yet)
+  // A step's micro-batches through this stage, in the schedule's order.
+  void pipeline_micro_batches(StepPhases& phases);
+  // The tied parameters' two gradients (first and last stage) summed over the embed group.
+  void sum_tied_grads();
+  // The whole model's gradient norm: every stage's squares (its tied copies left out), summed.
+  double pipeline_grad_norm(const Tensor& grads);
+  // Rank 0: the whole model's flat tensor from every stage's `local` (whole, host float32); the
+  // other ranks of the first replica send theirs; returns undefined elsewhere.
+  Tensor gather_stages(const Tensor& local);
+  // The start-up lines of the pipeline: stages, schedule, micro-batches in flight, messages.
+  std::vector<std::string> pipeline_lines() const;
+  // The whole model's layout: model_ itself unless it is a pipeline stage's piece.
+  nn::Model& whole_model() { return whole_ ? *whole_ : *model_; }
   void sync_replicas();    // rank 0's parameters and buffers everywhere, the same model on every rank
   void build_optimizer();  // precision_ (master weights), optimizer_, schedule_
   void build_reducer();    // reducer_: gradient buckets cut at parameter boundaries (or sharded_)
@@ -124,8 +146,10 @@ class Trainer {
   void train_step(int64_t batch, StepTimes& times);
   void begin_step(int64_t batch);  // names the step, places the loader, zeroes the gradients
   MicroBatch next_micro_batch(int64_t micro, StepPhases& phases);
-  void forward_loss(const MicroBatch& mb, StepPhases& phases);  // the loss and its gradient (dlogits_)
-  void backward(bool reduce, StepPhases& phases);               // reduce: hand buckets to the reducer
+  // The loss and its gradient (dlogits_) of micro-batch mb, forward through `model` from `x`.
+  void forward_loss(nn::Model& model, const Tensor& x, const MicroBatch& mb, StepPhases& phases);
+  // reduce: hand buckets to the reducer. dout: the gradient of model's output.
+  void backward(nn::Model& model, const Tensor& dout, bool reduce, StepPhases& phases);
   void wait_for_gradients(StepPhases& phases);
   void update(StepPhases& phases);
   // ZeRO: forward's hook that waits for the parameters below a layer's end (none when not pending).
@@ -198,7 +222,16 @@ class Trainer {
   std::unique_ptr<BatchUpload> upload_;        // batches onto the device, in the model's input dtype
   RunData data_;                               // the task, the training and the validation split
   std::unique_ptr<data::DistributedSampler> sampler_;
-  std::unique_ptr<nn::Model> model_;
+  std::unique_ptr<nn::Model> model_;  // with dist.pp > 1 this stage's piece of the model
+  // dist.pp > 1: the whole model's layout (no parameters stored), the cut, the stage's schedule and
+  // its models in flight; pp rank 0 also every stage's piece (layout only) to put checkpoints
+  // together; this stage's halves of the tied pairs (layout offset, count), in the pairs' order.
+  std::unique_ptr<nn::Model> whole_;
+  std::vector<std::unique_ptr<nn::Model>> piece_layouts_;
+  StagePartition partition_;
+  std::vector<PipeAction> plan_;
+  std::unique_ptr<PipelineStage> stage_;
+  std::vector<std::pair<int64_t, int64_t>> tied_;
   std::unique_ptr<nn::Loss> loss_;
   // dist.tp > 1: the tensor-parallel group for the split layers (on the activations' device) and
   // for host scalars.
@@ -212,7 +245,8 @@ class Trainer {
   std::string lr_note_;
   std::string init_note_;  // model.init's summary
 
-  int64_t micro_batch_ = 0;   // per rank, per micro-step
+  int64_t micro_batch_ = 0;   // per rank, per micro-step: train.batch_size / train.micro_batches
+  int64_t accum_ = 1;         // micro-steps per optimizer step: train.accum_steps × train.micro_batches
   int64_t global_batch_ = 0;  // per optimizer step, all ranks and micro-steps
   int64_t steps_per_epoch_ = 0;
   int64_t total_steps_ = 0;

@@ -71,9 +71,9 @@ void Trainer::load_resume_checkpoint() {
     std::printf("resume: no checkpoint in %s: starting at step 0\n", cfg_.run_dir.c_str());
     return;
   }
-  ckpt::RunLayout run = ckpt::layout_of(*model_, *optimizer_, name_of(cfg_.optim.name));
+  ckpt::RunLayout run = ckpt::layout_of(whole_model(), *optimizer_, name_of(cfg_.optim.name));
   run.world_size = grid_.dp();  // the replicas: the global batch is theirs
-  run.batch_size = micro_batch_;
+  run.batch_size = cfg_.train.batch_size;
   run.accum_steps = cfg_.train.accum_steps;
   run.global_batch = global_batch_;
   run.train_samples = data_.train->info().size;
@@ -110,7 +110,7 @@ void Trainer::apply_resume_checkpoint() {
       head.skipped_steps = c.loss_scaling->skipped_steps;
       head.consecutive_skips = c.loss_scaling->consecutive_skips;
     }
-    if (sharding_->active() || grid_.tp() > 1)
+    if (sharding_->active() || grid_.tp() > 1 || stage_)
       ckpt::restore_buffers(c, *model_);  // the sharded or split state goes to each rank below
     else
       ckpt::restore(c, precision_->optimizer_params(), *model_, *optimizer_);
@@ -120,8 +120,9 @@ void Trainer::apply_resume_checkpoint() {
   if (!head.found) return;
   // The full-precision parameters (a 16-bit model's master weights), then the
   // model's own copy of them from those on every rank.
-  if (grid_.tp() > 1) {
-    // A split model: every rank takes its parts of the unsplit tensors (and of those its ZeRO shard).
+  if (grid_.tp() > 1 || stage_) {
+    // A split model (or a pipeline stage's piece): every rank takes its parts of the unsplit tensors (and of
+    // those its ZeRO shard).
     const ckpt::Checkpoint* c = resume_ ? &resume_->checkpoint : nullptr;
     take_apart(c ? c->params : Tensor(), precision_->optimizer_params());
     for (auto& [name, t] : optimizer_->state())
@@ -188,7 +189,8 @@ Tensor Trainer::put_together(const Tensor& t) {
     dp_comm_.allgather_shards(whole, sharding_->bounds());
     local = whole;
   }
-  if (grid_.dp_rank() != 0) return Tensor();  // the first replica's tp group puts it together
+  if (grid_.dp_rank() != 0) return Tensor();  // the first replica's tp group (or stages) put it together
+  if (stage_) return gather_stages(local.view(Shape{local.count()}));
   return gather_unsplit(*model_, local.view(Shape{local.count()}), grid_.host(dist::GroupKind::Tp));
 }
 
@@ -252,7 +254,7 @@ void Trainer::gather_checkpoint(ckpt::Checkpoint& c) {
   // A split model: the unsplit model's state put together on rank 0, tensor by tensor.
   Tensor unsplit_params;
   std::vector<ckpt::NamedTensor> unsplit_state;
-  if (grid_.tp() > 1) {
+  if (grid_.tp() > 1 || stage_) {
     unsplit_params = put_together(precision_->optimizer_params());
     for (auto& [name, t] : optimizer_->state()) unsplit_state.push_back({name, put_together(t)});
   }
@@ -273,21 +275,22 @@ void Trainer::gather_checkpoint(ckpt::Checkpoint& c) {
   c.consumed_samples = step_ * global_batch_;
   c.total_steps = total_steps_;
   c.world_size = grid_.dp();  // the replicas, whose batches make the global one
-  c.batch_size = micro_batch_;
+  c.batch_size = cfg_.train.batch_size;
   c.accum_steps = cfg_.train.accum_steps;
   c.global_batch = global_batch_;
   c.train_samples = data_.train->info().size;
   c.seed = cfg_.train.seed;
   c.sampler_epoch = c.epoch;
   c.sampler_batch = c.step_in_epoch;
-  c.dropout_step = step_ * cfg_.train.accum_steps;
+  c.dropout_step = step_ * accum_;
   c.config_ini = to_ini(cfg_);
   c.hpctrain_version = std::string(hpctrain_version()) + " (" + hpctrain_commit() + ")";
   c.created_unix = static_cast<int64_t>(std::time(nullptr));
   // The host snapshot: deep copies of parameters, buffers and optimizer state (model_state.h), or
   // with several ranks everything but the flat state, which comes from the shards (save_checkpoint).
-  if (grid_.tp() > 1)
-    ckpt::capture_unsplit(unsplit_params, *model_, std::move(unsplit_state), optimizer_->steps_taken(), c);
+  if (grid_.tp() > 1 || stage_)
+    ckpt::capture_unsplit(unsplit_params, whole_model(), std::move(unsplit_state), optimizer_->steps_taken(),
+                          c);
   else if (channel_)
     ckpt::capture_layout(*model_, *optimizer_, c);
   else

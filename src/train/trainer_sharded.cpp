@@ -68,7 +68,7 @@ void Trainer::build_sharded_params() {
                            ? "option --dist.bucket_mb " + config::format_float(cfg_.dist.bucket_mb)
                            : "option --dist.zero_unit_mb " + config::format_float(cfg_.dist.zero_unit_mb);
   o.plan.bytes_per_elem = static_cast<double>(dtype_size(dtype));
-  o.whole_grads = cfg_.train.accum_steps > 1;
+  o.whole_grads = accum_ > 1;
   sharded_ = std::make_unique<dist::ShardedParams>(*grad_comm_, *model_, sharding_->bounds(), o);
 }
 
@@ -90,7 +90,7 @@ std::string Trainer::sharded_summary() const {
          (cfg_.dist.zero_prefetch ? "the next unit prefetched" : "no prefetch") +
          ", units of <= " + config::format_float(cfg_.dist.zero_keep_mb) +
          " MiB kept for backward; gradients " +
-         (cfg_.train.accum_steps > 1 ? "accumulated whole over the micro-steps" : "in " + staging) +
+         (accum_ > 1 ? "accumulated whole over the micro-steps" : "in " + staging) +
          ", reduce-scattered as each unit's backward ends\n";
 }
 
@@ -104,7 +104,7 @@ std::string Trainer::memory_model_table() const {
   in.state_tensors = static_cast<int>(optimizer_->state().size());
   in.sixteen_bit = precision_->sixteen_bit();
   in.dist = cfg_.dist;
-  in.accum_steps = cfg_.train.accum_steps;
+  in.accum_steps = accum_;
   return memory_table(memory_model(in), ctx_.world(), ctx_.world() > 1 ? cfg_.dist.zero : 0);
 }
 

@@ -294,6 +294,11 @@ TEST_F(ConfigTest, EveryBadValueIsAUserErrorNamingTheOption) {
       {{"--train.batch_size", "5x"}, "train.batch_size", "not an integer"},
       {{"--train.steps", "1.5"}, "train.steps", "not an integer"},
       {{"--train.accum_steps", "0"}, "train.accum_steps", ">= 1"},
+      {{"--train.micro_batches", "0"}, "train.micro_batches", ">= 1"},
+      {{"--train.batch_size", "8", "--train.micro_batches", "3"}, "train.micro_batches", "does not divide"},
+      {{"--dist.pp", "4", "--train.micro_batches", "2"}, "train.micro_batches", "fewer than the 4 pipeline"},
+      {{"--dist.pp_virtual", "2"}, "dist.pp_virtual", "needs pipeline parallelism"},
+      {{"--dist.pp_split", "2,2"}, "dist.pp_split", "needs pipeline parallelism"},
       {{"--train.epochs", "0", "--train.steps", "0"}, "train.epochs", "must be > 0"},
       {{"--train.epochs", "-1"}, "train.epochs", ">= 0"},
       {{"--train.seed", "-3"}, "train.seed", ">= 0"},
@@ -470,9 +475,12 @@ TEST_F(ConfigTest, ToIniRoundTripsEveryField) {
   c.optim.lr_scaling = LrScaling::Linear;
   c.optim.base_batch = 512;
   c.train = {
-      128,           9,   1234567890123, 4, 18446744073709551615ull, DeviceChoice::Cpu, Precision::Bf16,
+      128,           9,   1234567890123, 4, 2, 18446744073709551615ull, DeviceChoice::Cpu, Precision::Bf16,
       LossKind::Mse, 0.1, 3600.5};
-  c.dist = {CommBackend::Mpi, 12.5, 60};
+  c.dist = DistConfig();
+  c.dist.backend = CommBackend::Mpi;
+  c.dist.bucket_mb = 12.5;
+  c.dist.timeout = 60;
   c.log = {10, ProgressStyle::Plain, "trace.json", "2:9"};
   c.ckpt = {250, 7.25, 2, true, false};
 

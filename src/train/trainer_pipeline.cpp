@@ -1,0 +1,230 @@
+// Trainer: pipeline parallelism, dist.pp > 1 (see trainer.h; the stage's
+// messages and models in flight are PipelineStage's, pipeline_stage.h).
+//
+// Each stage builds its piece of the model (nn::LayerRange: the stage
+// partition's layers, the whole model's initial values and layout), runs its
+// 1F1B action list (pipeline_schedule.h) over the step's micro-batches, and
+// steps its own parameters. What ties the stages together:
+//   - data: every stage of a replica reads the same micro-batches in order
+//     (the first uses the inputs, the last the targets); dropout's masks are
+//     functions of the micro-batch index and the whole model's layer index,
+//     so a stage draws what the unsplit model draws;
+//   - loss: the last stage's, normalised by the global batch's real samples
+//     (a sum over micro-batches, not a mean of means), logged on rank 0 through
+//     one sum over the world to which the other stages add nothing;
+//   - tied embedding: the first stage's matrix and the last stage's copy get
+//     their gradients summed over the embed group before the data-parallel
+//     reduction (those two stages reduce after backward, not overlapped);
+//   - gradient norm: every stage's squares (the copy left out) summed over the
+//     pp group, so clipping scales every stage by the same factor;
+//   - checkpoints: rank 0 puts the stages' pieces together into the whole
+//     model (one stage at a time), and a resume takes each piece from it: the
+//     file never depends on the grid.
+// Per micro-batch the stages compute what the unsplit model computes, bit for
+// bit (tests/unit/test_pipeline_model.cpp); the gradient accumulates in the
+// same micro-batch order, so pp > 1 equals pp = 1 with train.micro_batches
+// bitwise, but for the tied pair (summed once per step rather than per
+// micro-batch) and the norm's order of summation (tests/e2e/pp_train.sh).
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/error.h"
+#include "train/tp_state.h"
+#include "train/trainer.h"
+
+namespace hpc::train {
+
+namespace {
+
+std::string layer_kind(const std::string& spec) { return spec.substr(0, spec.find('(')); }
+
+// Each layer's forward FLOPs, kept activations and parameters for `batch` samples: the partition's costs.
+std::vector<LayerCost> layer_costs(const nn::Model& whole, int64_t batch) {
+  std::vector<LayerCost> out;
+  for (int i = 0; i < whole.num_layers(); ++i) {
+    LayerCost c;
+    c.name = layer_kind(whole.layer_spec(i));
+    c.flops = static_cast<double>(const_cast<nn::Model&>(whole).layer(i).forward_flops()) *
+              static_cast<double>(batch);
+    c.activation_bytes =
+        static_cast<double>(const_cast<nn::Model&>(whole).layer(i).activation_bytes(batch).without_recompute);
+    c.parameters = whole.layer_end(i) - whole.layer_begin(i);
+    c.is_block = c.name == "block" || c.name == "llama_block";
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+const nn::StoredRange NO_BUFFERS{[](int64_t) { return std::pair<int64_t, int64_t>{0, 0}; }, false};
+
+}  // namespace
+
+void Trainer::check_pipeline() const {
+  const std::string pp = "dist.pp " + std::to_string(grid_.pp());
+  if (grid_.tp() > 1)
+    throw UserError(pp + " cannot be combined with dist.tp " + std::to_string(grid_.tp()) +
+                    " yet (use one of them; dp × pp and dp × tp grids are supported)");
+  if (cfg_.dist.zero == 3 || (cfg_.dist.zero == 2 && device_ == Device::CUDA))
+    throw UserError(pp + " cannot be combined with dist.zero " + std::to_string(cfg_.dist.zero) +
+                    (device_ == Device::CUDA ? " on GPUs" : "") +
+                    " yet: a stage's micro-batches in flight share its whole parameter and gradient "
+                    "buffers (use --dist.zero 1" +
+                    (device_ == Device::CUDA ? "" : " or 2") + ")");
+  if (cfg_.dist.pp_virtual > 1)
+    throw UserError("dist.pp_virtual " + std::to_string(cfg_.dist.pp_virtual) +
+                    ": the interleaved schedule is planned (the start-up lines of a dry run) but not run by "
+                    "the trainer yet; use --dist.pp_virtual 1 (1F1B)");
+  if (!cfg_.model.init.empty())
+    throw UserError(pp +
+                    " cannot start from --model.init yet: fine-tune with dist.pp 1, or resume a "
+                    "checkpoint (any dist.pp resumes any checkpoint)");
+}
+
+void Trainer::build_pipeline(const std::vector<nn::LayerArgs>& layers, DType dtype) {
+  check_pipeline();
+  const data::SplitInfo& info = data_.train->info();
+  const nn::TpSplit split{grid_.tp(), grid_.tp_rank(), cfg_.dist.sequence_parallel};
+  const int stages = grid_.pp(), me = grid_.pp_rank();
+  auto piece = [&](int first, int last, const nn::StoredRange& stored) {
+    return std::make_unique<nn::Model>(layers, info.sample_shape, dtype, cfg_.train.seed, device_, stored,
+                                       split, nn::LayerRange{first, last, first > 0});
+  };
+  // The whole model's layout (no parameters stored): the costs, the checkpoint's names and layout.
+  whole_ = std::make_unique<nn::Model>(layers, info.sample_shape, dtype, cfg_.train.seed, device_, NO_BUFFERS,
+                                       split);
+  for (int i = 0; i < whole_->num_layers(); ++i)
+    if (!whole_->layer(i).buffers().empty())
+      throw UserError("dist.pp " + std::to_string(stages) + ": layer " + std::to_string(i) + " '" +
+                      whole_->layer_spec(i) +
+                      "' keeps running statistics (BatchNorm): pipeline parallelism splits sequential models "
+                      "without them (the transformers, MLPs); use --dist.pp 1 for this model");
+  const std::vector<LayerCost> costs = layer_costs(*whole_, micro_batch_);
+  partition_ = cfg_.dist.pp_split.empty()
+                   ? partition_balanced(costs, stages, cfg_.dist.pp_virtual)
+                   : partition_explicit(costs, cfg_.dist.pp_split, stages, cfg_.dist.pp_virtual);
+  const StagePiece mine = partition_.piece(me, 0);
+  model_ = piece(mine.first, mine.last, stored_range());
+  plan_ = schedule_1f1b(stages, me, static_cast<int>(accum_));
+  stage_ = std::make_unique<PipelineStage>(
+      *model_, [&] { return piece(mine.first, mine.last, NO_BUFFERS); }, peak_in_flight(plan_),
+      grid_.comm(dist::GroupKind::Pp, device_), micro_batch_);
+  // Every stage's piece, as a layout: rank 0 puts checkpoints together from them; the last one's
+  // tied copies say which of the first stage's parameters pair with them.
+  std::vector<std::unique_ptr<nn::Model>> layouts;
+  for (int s = 0; s < stages; ++s) {
+    const StagePiece p = partition_.piece(s, 0);
+    layouts.push_back(piece(p.first, p.last, NO_BUFFERS));
+  }
+  for (const nn::ParamInfo& copy : layouts.back()->param_info()) {
+    if (!copy.tied_copy) continue;
+    for (const nn::ParamInfo& p : model_->param_info())
+      if (p.name == copy.name && (p.tied_copy == (me == stages - 1)))
+        tied_.emplace_back(p.offset, p.shape.count());
+  }
+  if (me == 0) piece_layouts_ = std::move(layouts);
+}
+
+void Trainer::pipeline_micro_batches(StepPhases& phases) {
+  std::vector<MicroBatch> batches(static_cast<size_t>(accum_));
+  for (const PipeAction& a : plan_) {
+    const int m = a.micro;
+    const std::string micro = " m" + std::to_string(m);
+    const double t0 = dist::monotonic_seconds();
+    switch (a.op) {
+      case PipeOp::RecvActivation: {
+        const auto p = phases.enter(Phase::PipeWait);
+        stage_->receive_activation(m);
+        break;
+      }
+      case PipeOp::RecvGrad: {
+        const auto p = phases.enter(Phase::PipeWait);
+        stage_->receive_gradient(m);
+        break;
+      }
+      case PipeOp::Forward: {
+        MicroBatch& mb = batches[static_cast<size_t>(m)] = next_micro_batch(m, phases);
+        nn::Model& model = stage_->model_for(m);
+        const Tensor& x = stage_->first() ? stage_->keep_input(m, mb.x) : stage_->input(m);
+        if (stage_->last()) {
+          forward_loss(model, x, mb, phases);
+        } else {
+          run_.step = mb.index;
+          const auto p = phases.enter(Phase::Forward);
+          model.forward(x, run_, params_arrive(phases));
+        }
+        tracer_->span("pipe", "forward" + micro, t0, dist::monotonic_seconds());
+        break;
+      }
+      case PipeOp::SendActivation:
+        stage_->send_activation(m);
+        break;
+      case PipeOp::Backward: {
+        run_.step = batches[static_cast<size_t>(m)].index;
+        nn::Model& model = stage_->model_for(m);
+        // The last backward hands the data-parallel reduction its buckets (1F1B ends with it).
+        backward(model, stage_->last() ? dlogits_ : stage_->output_grad(m), m + 1 == accum_, phases);
+        tracer_->span("pipe", "backward" + micro, t0, dist::monotonic_seconds());
+        break;
+      }
+      case PipeOp::SendGrad:
+        stage_->send_gradient(m);
+        break;
+    }
+  }
+  const auto p = phases.enter(Phase::PipeWait);
+  stage_->finish_sends();
+}
+
+void Trainer::sum_tied_grads() {
+  if (tied_.empty()) return;
+  dist::Communicator& embed = grid_.comm(dist::GroupKind::Embed, device_);
+  for (const auto& [offset, count] : tied_)
+    embed.allreduce(model_->grads().slice(offset, Shape{count}), dist::ReduceOp::Sum);
+}
+
+double Trainer::pipeline_grad_norm(const Tensor& grads) {
+  std::vector<std::pair<int64_t, int64_t>> copies;  // counted by their owners on the first stage
+  for (const nn::ParamInfo& p : model_->param_info())
+    if (p.tied_copy) copies.emplace_back(p.offset, p.offset + p.shape.count());
+  double squares = sharding_->grad_squares(grads, dp_comm_, copies);
+  grid_.host(dist::GroupKind::Pp)
+      .allreduce(Tensor::borrow(&squares, Shape{1}, DType::F64), dist::ReduceOp::Sum);
+  return std::sqrt(squares);
+}
+
+Tensor Trainer::gather_stages(const Tensor& local) {
+  dist::Communicator& pp = grid_.host(dist::GroupKind::Pp);
+  if (!stage_->first()) {
+    pp.send(local, 0);
+    return Tensor();
+  }
+  Tensor whole(Shape{whole_->num_params()}, DType::F32);
+  put_parts(*model_, local, whole);
+  for (int s = 1; s < pp.size(); ++s) {  // one stage's piece at a time: one extra piece in memory
+    const nn::Model& piece = *piece_layouts_[static_cast<size_t>(s)];
+    const Tensor theirs(Shape{piece.num_params()}, DType::F32);
+    pp.recv(theirs, s);
+    put_parts(piece, theirs, whole);
+  }
+  return whole;
+}
+
+std::vector<std::string> Trainer::pipeline_lines() const {
+  std::vector<std::string> lines;
+  const int p = grid_.pp();
+  const auto m = static_cast<int>(accum_);
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "pipeline: %d stages, 1F1B over %d micro-batches of %lld per step; the bubble in theory "
+                "(P − 1)/(M + P − 1) = %.1f%% of a step",
+                p, m, static_cast<long long>(micro_batch_), 100.0 * (p - 1) / (m + p - 1));
+  lines.emplace_back(buf);
+  for (const std::string& l : describe_stages(partition_, layer_costs(*whole_, micro_batch_)))
+    lines.push_back("  " + l);
+  return lines;
+}
+
+}  // namespace hpc::train
