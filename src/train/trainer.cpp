@@ -38,11 +38,13 @@ void Trainer::print_header() {
   char mine[400];
   std::snprintf(mine, sizeof mine, "  rank %3d  host %-20s pid %-8d local rank %d/%d  node %d  device %s",
                 ri.rank, ri.host.c_str(), ri.pid, ri.local_rank, ri.local_size, ri.node, device);
-  if (stage_) {  // which stage this rank runs, and its micro-batches in flight
+  if (stage_) {  // which stage this rank runs, its micro-batches in flight and their activations
     const size_t n = std::strlen(mine);
-    std::snprintf(mine + n, sizeof mine - n, "  stage %d/%d (layers %d–%d, %d in flight)", stage_->stage(),
-                  stage_->stages(), model_->first_layer(), model_->first_layer() + model_->num_layers() - 1,
-                  stage_->in_flight());
+    std::snprintf(mine + n, sizeof mine - n, "  stage %d/%d (layers %d–%d, %d in flight, activations %.1f MiB)",
+                  stage_->stage(), stage_->stages(), model_->first_layer(),
+                  model_->first_layer() + model_->num_layers() - 1, stage_->in_flight(),
+                  static_cast<double>(stage_->in_flight() * model_->activation_bytes(micro_batch_).kept) /
+                      1048576.0);
   }
   std::vector<std::string> lines = ctx_.gather_lines(mine);
   if (!ctx_.is_root()) return;
@@ -170,7 +172,12 @@ void Trainer::train_step(int64_t batch, StepTimes& times) {
   StepPhases phases(*tracer_, times, step_ + 1);
   begin_step(batch);
   if (stage_) {
+    const double t0 = dist::monotonic_seconds(), waited = times.bubble;
     pipeline_micro_batches(phases);  // dist.pp > 1: this stage's part, in its schedule's order
+    if (++pipe_steps_ > 0) {         // the first step warms up
+      pipe_step_s_ += dist::monotonic_seconds() - t0;
+      pipe_wait_s_ += times.bubble - waited;
+    }
   } else {
     for (int64_t micro = 0; micro < accum_; ++micro) {
       const MicroBatch mb = next_micro_batch(micro, phases);
@@ -477,6 +484,7 @@ EvalResult Trainer::run() {
   }
   finish_trace();  // a run that stopped (or ended) inside the traced steps
   if (tp_device_ && step_ > first_step) progress_->line(tp_traffic_line(step_ - first_step));
+  if (stage_) report_bubbles();
   settle_params();
   if (exit_code_ == EXIT_OK) {
     // Resumed from a finished run: nothing to train, but the final evaluation is still the answer.

@@ -113,6 +113,8 @@ class Trainer {
   Tensor gather_stages(const Tensor& local);
   // The start-up lines of the pipeline: stages, schedule, micro-batches in flight, messages.
   std::vector<std::string> pipeline_lines() const;
+  // Every rank, at the end of a run: rank 0 prints each stage's waits on its neighbours (the bubble).
+  void report_bubbles();
   // The whole model's layout: model_ itself unless it is a pipeline stage's piece.
   nn::Model& whole_model() { return whole_ ? *whole_ : *model_; }
   void sync_replicas();    // rank 0's parameters and buffers everywhere, the same model on every rank
@@ -232,6 +234,9 @@ class Trainer {
   std::vector<PipeAction> plan_;
   std::unique_ptr<PipelineStage> stage_;
   std::vector<std::pair<int64_t, int64_t>> tied_;
+  // The steps after the first: their seconds and the seconds this stage waited on its neighbours.
+  double pipe_step_s_ = 0, pipe_wait_s_ = 0;
+  int64_t pipe_steps_ = -1;
   std::unique_ptr<nn::Loss> loss_;
   // dist.tp > 1: the tensor-parallel group for the split layers (on the activations' device) and
   // for host scalars.

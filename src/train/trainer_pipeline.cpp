@@ -25,6 +25,7 @@
 // same micro-batch order, so pp > 1 equals pp = 1 with train.micro_batches
 // bitwise, but for the tied pair (summed once per step rather than per
 // micro-batch) and the norm's order of summation (tests/e2e/pp_train.sh).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -210,6 +211,21 @@ Tensor Trainer::gather_stages(const Tensor& local) {
     put_parts(piece, theirs, whole);
   }
   return whole;
+}
+
+void Trainer::report_bubbles() {
+  char line[256];
+  const int p = grid_.pp();
+  const double steps = static_cast<double>(std::max<int64_t>(1, pipe_steps_));
+  std::snprintf(line, sizeof line,
+                "pipeline: stage %d (rank %d) waited %.2f of its %.2f ms per step on its neighbours (%.1f%%; "
+                "the 1F1B bubble in theory %.1f%%)",
+                stage_->stage(), ctx_.rank(), 1e3 * pipe_wait_s_ / steps, 1e3 * pipe_step_s_ / steps,
+                pipe_step_s_ > 0 ? 100.0 * pipe_wait_s_ / pipe_step_s_ : 0.0,
+                100.0 * (p - 1) / (static_cast<double>(accum_) + p - 1));
+  const std::vector<std::string> lines = ctx_.gather_lines(line);
+  if (pipe_steps_ > 0)
+    for (const std::string& l : lines) progress_->line(l);
 }
 
 std::vector<std::string> Trainer::pipeline_lines() const {
