@@ -137,7 +137,7 @@ void Trainer::build_model() {
   else
     model_ = std::make_unique<nn::Model>(task.model_layers(cfg_.model, info), info.sample_shape, dtype,
                                          cfg_.train.seed, device_, stored_range(), split);
-  const nn::VocabSplit vocab = model_->output_vocab();
+  const nn::VocabSplit vocab = whole_model().output_vocab();  // a pipeline's last stage holds the head
   // A split lm_head gives this rank's columns of the (padded) vocabulary: the model's are the real ones.
   const Shape& out = whole_model().output_shape();
   task.check_output(vocab.vocab > 0 ? Shape{out[0], vocab.vocab} : out, info);

@@ -164,14 +164,21 @@ Tensor gather_unsplit(const nn::Model& model, const Tensor& local, dist::Communi
 
 double tp_grad_norm(const nn::Model& model, const Tensor& grads, const Sharding& sharding,
                     dist::Communicator& dp, dist::Communicator& tp) {
+  return std::sqrt(tp_grad_squares(model, grads, sharding, dp, tp));
+}
+
+double tp_grad_squares(const nn::Model& model, const Tensor& grads, const Sharding& sharding,
+                       dist::Communicator& dp, dist::Communicator& tp) {
   // Per data-parallel shard q (train/sharding.h: the same definition for every dist.zero), the
   // squares of the split parameters and of the replicated ones, folded in shard order.
   const std::vector<int64_t>& bounds = sharding.bounds();
   const size_t shards = bounds.size() - 1;
   std::vector<double> parts(2 * shards, 0.0);
   auto part = [&](size_t q, const Tensor& g, int64_t lo) {
-    parts[2 * q] = squares(model, g, lo, [](const nn::ParamInfo& p) { return p.shard.split(); });
-    parts[2 * q + 1] = squares(model, g, lo, [](const nn::ParamInfo& p) { return !p.shard.split(); });
+    parts[2 * q] =
+        squares(model, g, lo, [](const nn::ParamInfo& p) { return p.shard.split() && !p.tied_copy; });
+    parts[2 * q + 1] =
+        squares(model, g, lo, [](const nn::ParamInfo& p) { return !p.shard.split() && !p.tied_copy; });
   };
   if (sharding.active()) {
     double mine[2];
@@ -186,7 +193,7 @@ double tp_grad_norm(const nn::Model& model, const Tensor& grads, const Sharding&
   double sum[2] = {parts[0], parts[1]};
   for (size_t q = 1; q < shards; ++q) sum[0] += parts[2 * q], sum[1] += parts[2 * q + 1];
   tp.allreduce(Tensor::borrow(sum, Shape{1}, DType::F64), dist::ReduceOp::Sum);  // the split parts
-  return std::sqrt(sum[0] + sum[1]);
+  return sum[0] + sum[1];
 }
 
 void sum_partial_grads(const nn::Model& model, const Tensor& grads, int64_t lo, dist::Communicator& tp) {

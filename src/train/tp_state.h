@@ -74,6 +74,9 @@ Tensor gather_unsplit(const nn::Model& model, const Tensor& local, dist::Communi
 // Sharding::grad_norm's do, so that every dist.zero gives the same bits.
 double tp_grad_norm(const nn::Model& model, const Tensor& grads, const Sharding& sharding,
                     dist::Communicator& dp, dist::Communicator& tp);
+// Its square, without a pipeline stage's tied copies (their owners count them).
+double tp_grad_squares(const nn::Model& model, const Tensor& grads, const Sharding& sharding,
+                       dist::Communicator& dp, dist::Communicator& tp);
 
 // Sequence parallelism: the parameters whose gradient is each rank's part (ParamInfo::tp_partial)
 // summed over the tp group, in the range [lo, lo + grads.count()) grads covers.

@@ -40,11 +40,11 @@ void Trainer::print_header() {
                 ri.rank, ri.host.c_str(), ri.pid, ri.local_rank, ri.local_size, ri.node, device);
   if (stage_) {  // which stage this rank runs, its micro-batches in flight and their activations
     const size_t n = std::strlen(mine);
-    std::snprintf(mine + n, sizeof mine - n, "  stage %d/%d (layers %d–%d, %d in flight, activations %.1f MiB)",
-                  stage_->stage(), stage_->stages(), model_->first_layer(),
-                  model_->first_layer() + model_->num_layers() - 1, stage_->in_flight(),
-                  static_cast<double>(stage_->in_flight() * model_->activation_bytes(micro_batch_).kept) /
-                      1048576.0);
+    std::snprintf(
+        mine + n, sizeof mine - n, "  stage %d/%d (layers %d–%d, %d in flight, activations %.1f MiB)",
+        stage_->stage(), stage_->stages(), model_->first_layer(),
+        model_->first_layer() + model_->num_layers() - 1, stage_->in_flight(),
+        static_cast<double>(stage_->in_flight() * model_->activation_bytes(micro_batch_).kept) / 1048576.0);
   }
   std::vector<std::string> lines = ctx_.gather_lines(mine);
   if (!ctx_.is_root()) return;
@@ -275,11 +275,12 @@ void Trainer::update(StepPhases& phases) {
   // is the unsplit model's norm (train/tp_state.h), after sequence parallelism's partial gradients
   // are summed over the tp group.
   const Tensor& grads = precision_->optimizer_grads();
-  if (grid_.tp() > 1) {
+  if (grid_.tp() > 1)
     sum_partial_grads(*model_, grads, sharding_->lo(), grid_.comm(dist::GroupKind::Tp, grads.device()));
-    last_grad_norm_ = tp_grad_norm(*model_, grads, *sharding_, dp_comm_, grid_.host(dist::GroupKind::Tp));
-  } else if (stage_) {
+  if (stage_) {
     last_grad_norm_ = pipeline_grad_norm(grads);
+  } else if (grid_.tp() > 1) {
+    last_grad_norm_ = tp_grad_norm(*model_, grads, *sharding_, dp_comm_, grid_.host(dist::GroupKind::Tp));
   } else {
     last_grad_norm_ = sharding_->grad_norm(grads, dp_comm_);
   }
@@ -351,7 +352,8 @@ void Trainer::log_step(int64_t epoch, double window_s) {
   // Loss and accuracy over the window, summed over the replicas (one small allreduce; the ranks of a
   // tp group hold the same sums). A pipeline's loss is its last stage's: summed over the world, the
   // other stages adding nothing (the same bits as the replicas' sum).
-  const LogWindowSums all = stage_ ? sum_over_ranks(comm_, stage_->last() ? window_ : LogWindowSums())
+  const bool holds_loss = !stage_ || (stage_->last() && grid_.tp_rank() == 0);
+  const LogWindowSums all = stage_ ? sum_over_ranks(comm_, holds_loss ? window_ : LogWindowSums())
                                    : sum_over_ranks(dp_comm_, window_);
   const StepTimes& t = window_times_;
   const double loss = all.loss_sum / std::max(1.0, all.count);

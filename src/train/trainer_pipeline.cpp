@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/ops.h"
 #include "core/error.h"
 #include "train/tp_state.h"
 #include "train/trainer.h"
@@ -59,15 +60,45 @@ std::vector<LayerCost> layer_costs(const nn::Model& whole, int64_t batch) {
   return out;
 }
 
+// A pipeline piece's own parameters (not its tied copies) unsplit, one after the other: how a stage
+// sends its state to rank 0 for a checkpoint.
+int64_t packed_count(const nn::Model& piece) {
+  int64_t n = 0;
+  for (const nn::ParamInfo& p : piece.param_info())
+    if (!p.tied_copy) n += p.full_shape.count();
+  return n;
+}
+
+// from: the piece's own flat buffer (unsplit: tp 1), or a tensor in the whole model's layout.
+Tensor pack_piece(const nn::Model& piece, const Tensor& from, bool whole_layout) {
+  const Tensor out(Shape{packed_count(piece)}, DType::F32);
+  int64_t at = 0;
+  for (const nn::ParamInfo& p : piece.param_info()) {
+    if (p.tied_copy) continue;
+    const int64_t n = p.full_shape.count();
+    backend::copy(from.slice(whole_layout ? p.full_offset : p.offset, Shape{n}), out.slice(at, Shape{n}));
+    at += n;
+  }
+  return out;
+}
+
+// whole (the whole model's layout) ← a packed piece.
+void unpack_piece(const nn::Model& piece, const Tensor& packed, const Tensor& whole) {
+  int64_t at = 0;
+  for (const nn::ParamInfo& p : piece.param_info()) {
+    if (p.tied_copy) continue;
+    const int64_t n = p.full_shape.count();
+    backend::copy(packed.slice(at, Shape{n}), whole.slice(p.full_offset, Shape{n}));
+    at += n;
+  }
+}
+
 const nn::StoredRange NO_BUFFERS{[](int64_t) { return std::pair<int64_t, int64_t>{0, 0}; }, false};
 
 }  // namespace
 
 void Trainer::check_pipeline() const {
   const std::string pp = "dist.pp " + std::to_string(grid_.pp());
-  if (grid_.tp() > 1)
-    throw UserError(pp + " cannot be combined with dist.tp " + std::to_string(grid_.tp()) +
-                    " yet (use one of them; dp × pp and dp × tp grids are supported)");
   if (cfg_.dist.zero == 3 || (cfg_.dist.zero == 2 && device_ == Device::CUDA))
     throw UserError(pp + " cannot be combined with dist.zero " + std::to_string(cfg_.dist.zero) +
                     (device_ == Device::CUDA ? " on GPUs" : "") +
@@ -190,25 +221,33 @@ double Trainer::pipeline_grad_norm(const Tensor& grads) {
   std::vector<std::pair<int64_t, int64_t>> copies;  // counted by their owners on the first stage
   for (const nn::ParamInfo& p : model_->param_info())
     if (p.tied_copy) copies.emplace_back(p.offset, p.offset + p.shape.count());
-  double squares = sharding_->grad_squares(grads, dp_comm_, copies);
+  double squares =
+      grid_.tp() > 1 ? tp_grad_squares(*model_, grads, *sharding_, dp_comm_, grid_.host(dist::GroupKind::Tp))
+                     : sharding_->grad_squares(grads, dp_comm_, copies);
   grid_.host(dist::GroupKind::Pp)
       .allreduce(Tensor::borrow(&squares, Shape{1}, DType::F64), dist::ReduceOp::Sum);
   return std::sqrt(squares);
 }
 
 Tensor Trainer::gather_stages(const Tensor& local) {
+  Tensor mine = local;
+  if (grid_.tp() > 1) {  // this stage's unsplit values first, on its tp rank 0, in the whole layout
+    mine = gather_unsplit(*model_, local, grid_.host(dist::GroupKind::Tp));
+    if (grid_.tp_rank() != 0) return Tensor();
+  }
+  const Tensor packed = pack_piece(*model_, mine, grid_.tp() > 1);
   dist::Communicator& pp = grid_.host(dist::GroupKind::Pp);
   if (!stage_->first()) {
-    pp.send(local, 0);
+    pp.send(packed, 0);
     return Tensor();
   }
-  Tensor whole(Shape{whole_->num_params()}, DType::F32);
-  put_parts(*model_, local, whole);
+  Tensor whole(Shape{whole_->num_full_params()}, DType::F32);
+  unpack_piece(*model_, packed, whole);
   for (int s = 1; s < pp.size(); ++s) {  // one stage's piece at a time: one extra piece in memory
     const nn::Model& piece = *piece_layouts_[static_cast<size_t>(s)];
-    const Tensor theirs(Shape{piece.num_params()}, DType::F32);
+    const Tensor theirs(Shape{packed_count(piece)}, DType::F32);
     pp.recv(theirs, s);
-    put_parts(piece, theirs, whole);
+    unpack_piece(piece, theirs, whole);
   }
   return whole;
 }

@@ -8,7 +8,9 @@
 #      of squares add in another order); an explicit dist.pp_split the same;
 #      gpt-tiny (tied embedding: its two halves' gradients are summed once per
 #      step, not per micro-batch) with clipping within 1e-5;
-#   2. dp 2 × pp 2 on 4 ranks = dp 2 × pp 1 on 2 ranks, ZeRO 0, 1 and 2, bitwise;
+#   2. dp 2 × pp 2 on 4 ranks = dp 2 × pp 1 on 2 ranks, ZeRO 0, 1 and 2, bitwise; and
+#      tp 2 × pp 2 = tp 2 × pp 1 (with and without sequence parallelism) bitwise, and
+#      for gpt-tiny's tied embedding within 1e-5;
 #   3. resume across grids: stopped by SIGUSR1 (exit 75) at pp 2, resumed at pp 1 on
 #      1 rank and at pp 4 on 4 ranks, ends bitwise where the uninterrupted run does;
 #      export --format hf works from the pipeline's checkpoint;
@@ -73,7 +75,7 @@ train l-pp2 2 "${llama[@]}" --dist.pp 2
 grep -q "^pipeline: 2 stages, 1F1B over 4 micro-batches of 2 per step" "$TMP/l-pp2.log" \
   || { cat "$TMP/l-pp2.log"; fail "no pipeline line"; }
 grep -qE "^  stage 1: layers 3–6 \(2 blocks, rmsnorm, lm_head\)" "$TMP/l-pp2.log" || fail "stage 1 is not described"
-grep -qE "stage 0/2 \(layers 0–2, 2 in flight\)" "$TMP/l-pp2.log" || fail "rank 0 does not say its stage"
+grep -qE "stage 0/2 \(layers 0–2, 2 in flight, activations [0-9.]+ MiB\)" "$TMP/l-pp2.log" || fail "rank 0 does not say its stage"
 r=$(compare "$TMP/l-pp1" "$TMP/l-pp2" 0 1e-12 0) || fail "llama pp 2 vs pp 1: $r"
 pass "llama-tiny (4 blocks, untied head) pp 2 = pp 1 with 4 micro-batches: $r"
 train l-pp4 4 "${llama[@]}" --dist.pp 4
@@ -109,6 +111,17 @@ for z in 0 1 2; do
   pass "dp 2 × pp 2 (zero $z) = dp 2 × pp 1: $r"
 done
 grep -q "ZeRO stage 2" "$TMP/d2p2-z2.log" || fail "zero 2 does not say it is sharded"
+tiny=(--train.micro_batches 4 --train.steps 10)
+for sp in false true; do
+  train "t2p1-$sp" 2 "${common[@]}" "${tiny[@]}" --dist.tp 2 --dist.sequence_parallel $sp
+  train "t2p2-$sp" 4 "${common[@]}" "${tiny[@]}" --dist.tp 2 --dist.pp 2 --dist.sequence_parallel $sp
+  r=$(compare "$TMP/t2p1-$sp" "$TMP/t2p2-$sp" 0 1e-12 0) || fail "tp 2 × pp 2 vs tp 2 × pp 1 (sequence parallel $sp): $r"
+  pass "llama-tiny tp 2 × pp 2 = tp 2 × pp 1 (sequence parallel $sp): $r"
+done
+train g-t2p1 2 "${gpt[@]}" --dist.tp 2
+train g-t2p2 4 "${gpt[@]}" --dist.tp 2 --dist.pp 2
+r=$(compare "$TMP/g-t2p1" "$TMP/g-t2p2" 1e-5 1e-5 1e-5) || fail "gpt-tiny tp 2 × pp 2 vs tp 2 × pp 1: $r"
+pass "gpt-tiny (tied, vocabulary split) tp 2 × pp 2 = tp 2 × pp 1 within 1e-5: $r"
 
 # ---- 3. resume across grids --------------------------------------------------------------------
 stop=$TMP/stop
@@ -152,6 +165,5 @@ bad 2 "pp_split.*(empty|0)" "${llama[@]}" --dist.pp 2 --dist.pp_split 0,4
 bad 1 "dist.pp_split: needs pipeline parallelism" "${llama[@]}" --dist.pp_split 2,2
 bad 2 "pp_virtual 2: the interleaved schedule" "${llama[@]}" --dist.pp 2 --dist.pp_virtual 2
 bad 2 "dist.zero 3" "${llama[@]}" --dist.pp 2 --dist.zero 3
-bad 4 "dist.tp 2" "${llama[@]}" --dist.pp 2 --dist.tp 2
 bad 2 "BatchNorm" --data.path "$(mnist_h5)" --model.preset cnn --dist.pp 2 --train.micro_batches 2
-pass "bad input: too few micro-batches, an indivisible batch, pp not dividing the world, too few blocks, bad splits, interleaving, zero 3, tp × pp, a BatchNorm model: exit 2 each"
+pass "bad input: too few micro-batches, an indivisible batch, pp not dividing the world, too few blocks, bad splits, interleaving, zero 3, a BatchNorm model: exit 2 each"
