@@ -71,7 +71,7 @@ int64_t packed_count(const nn::Model& piece) {
 
 // from: the piece's own flat buffer (unsplit: tp 1), or a tensor in the whole model's layout.
 Tensor pack_piece(const nn::Model& piece, const Tensor& from, bool whole_layout) {
-  const Tensor out(Shape{packed_count(piece)}, DType::F32);
+  Tensor out(Shape{packed_count(piece)}, DType::F32);
   int64_t at = 0;
   for (const nn::ParamInfo& p : piece.param_info()) {
     if (p.tied_copy) continue;
