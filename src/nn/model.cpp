@@ -139,6 +139,12 @@ Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DTy
              "model: the layer range lies outside the spec");
   first_ = range.first;
   input_grad_ = range.input_grad;
+  auto kept = [&](int i) {
+    if (i >= first_ && i < last) return true;
+    for (const auto& [a, b] : range.later)
+      if (i >= a && i < b) return true;
+    return false;
+  };
   // Every layer of the spec is built: the whole model's parameters fix each one's random stream and
   // its offset in the whole (unsplit) layout. A pipeline piece keeps layers [first, last).
   std::vector<Owned> whole;
@@ -161,7 +167,8 @@ Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DTy
                        num_full_params_, p, i});
       num_full_params_ += (p.shard.split() ? p.shard.full : p.shape).count();
     }
-    if (i < first_ || i >= last) continue;
+    if (!kept(i)) continue;
+    index_.push_back(i);
     out_shapes_.push_back(shape);
     specs.push_back(layer->param_specs());
     layers_.push_back(std::move(layer));
@@ -175,7 +182,7 @@ Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DTy
   std::vector<std::vector<const Owned*>> owner(layers_.size());
   int64_t total = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    const int global = first_ + static_cast<int>(i);
+    const int global = index_[i];
     layer_offset_.push_back(total);
     size_t next = 0;
     while (next < whole.size() && whole[next].layer < global) ++next;
@@ -185,7 +192,7 @@ Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DTy
         o = &whole[next++];
       } else {
         o = &tied_owner(whole, ps, layers_[i]->spec(), global);
-        if (o->layer >= first_) continue;  // the owner is here: the slot points at it (below)
+        if (kept(o->layer)) continue;  // the owner is here: the slot points at it (below)
       }
       total += ps.shape.count();
       owner[i].push_back(o);
@@ -218,8 +225,8 @@ Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DTy
     size_t own = 0;
     for (const ParamSpec& tied : specs[i]) {
       if (!tied.tied_to.empty()) {
-        const Owned& o = tied_owner(whole, tied, layers_[i]->spec(), first_ + static_cast<int>(i));
-        if (o.layer >= first_) {  // the second use of a parameter an earlier layer here holds
+        const Owned& o = tied_owner(whole, tied, layers_[i]->spec(), index_[i]);
+        if (kept(o.layer)) {  // the second use of a parameter an earlier layer here holds
           slots.push_back({local_offset(info_, o.name), tied.shape});
           continue;
         }
@@ -240,7 +247,7 @@ Model::Model(const std::vector<LayerArgs>& layers, const Shape& input_shape, DTy
       }
       ParamInfo info;
       info.name = o.name;
-      info.layer = first_ + static_cast<int>(i);
+      info.layer = index_[i];
       info.offset = offset;
       info.shape = ps.shape;
       info.weight_decay = ps.weight_decay;
@@ -284,13 +291,21 @@ VocabSplit Model::output_vocab() const {
   return layers_.empty() ? VocabSplit() : layers_.back()->output_vocab();
 }
 
-void Model::share_params_of(Model& primary) {
-  HPC_ASSERT(primary.spec_ == spec_ && primary.first_ == first_ && primary.num_params_ == num_params_ &&
-                 primary.stores_whole_params() && primary.stores_whole_grads() && params_.count() == 0,
+void Model::share_params_of(Model& primary, int64_t base) {
+  // The layers here are those of primary from the one at `base`, the same parameters in the same order.
+  size_t at = 0;
+  while (at < primary.layers_.size() && primary.layer_offset_[at] < base) ++at;
+  bool same = primary.stores_whole_params() && primary.stores_whole_grads() && params_.count() == 0 &&
+              at + layers_.size() <= primary.layers_.size() && base + num_params_ <= primary.num_params_;
+  for (size_t i = 0; same && i < layers_.size(); ++i)
+    same = primary.index_[at + i] == index_[i] && primary.layers_[at + i]->spec() == layers_[i]->spec() &&
+           primary.layer_offset_[at + i] == base + layer_offset_[i];
+  HPC_ASSERT(same,
              "share_params_of: not the same piece of the model, or not a model without buffers of its own");
   for (size_t i = 0; i < layers_.size(); ++i)
-    bind_layer(static_cast<int>(i), [&primary](const ParamSlot& s) {
-      return std::pair{primary.params_.slice(s.offset, s.shape), primary.grads_.slice(s.offset, s.shape)};
+    bind_layer(static_cast<int>(i), [&primary, base](const ParamSlot& s) {
+      return std::pair{primary.params_.slice(base + s.offset, s.shape),
+                       primary.grads_.slice(base + s.offset, s.shape)};
     });
   shared_ = true;
 }
@@ -347,7 +362,7 @@ const Tensor& Model::forward(const Tensor& x, const RunCtx& ctx,
   acts_[0] = x;
   RunCtx layer_ctx = ctx;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    layer_ctx.layer = static_cast<uint64_t>(first_) + i;  // the whole model's index: dropout's coordinate
+    layer_ctx.layer = static_cast<uint64_t>(index_[i]);  // the whole model's index: dropout's coordinate
     if (before_layer) before_layer(i + 1 < layers_.size() ? layer_offset_[i + 1] : num_params_);
     if (source_) source_->before_forward(i, ctx);
     if (!folded_[i]) {  // a folded relu: the layer before applied it
@@ -367,7 +382,7 @@ void Model::backward(const Tensor& dout, const RunCtx& ctx, const std::function<
   for (size_t i = layers_.size(); i-- > 0;) {
     if (source_) source_->before_backward(i);
     if (!folded_[i]) {  // a folded relu was applied by the layer before; it has no parameters
-      layer_ctx.layer = static_cast<uint64_t>(first_) + i;
+      layer_ctx.layer = static_cast<uint64_t>(index_[i]);
       const Tensor& dy = i + 1 == layers_.size() ? dout : dacts_[i + 1];
       const double t0 = ctx.on_layer ? layer_clock() : 0;
       // The first layer's input is the data (no gradient needed there), unless a stage before sent it.
@@ -411,7 +426,7 @@ const Tensor& Model::decode(const Tensor& ids, int64_t pos, const RunCtx& ctx) {
   layer_ctx.training = false;
   const Tensor* x = &ids;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    layer_ctx.layer = static_cast<uint64_t>(first_) + i;
+    layer_ctx.layer = static_cast<uint64_t>(index_[i]);
     layers_[i]->decode(*x, decode_acts_[i], pos, layer_ctx);
     x = &decode_acts_[i];
   }
@@ -429,7 +444,7 @@ std::string Model::summary() const {
     const int64_t n = layer_end(static_cast<int>(i)) - layer_offset_[i];
     std::string spec = layers_[i]->spec();
     if (spec.size() > 44) spec.replace(41, std::string::npos, "...");
-    std::snprintf(line, sizeof line, "  %-3zu %-44s %-14s %12lld\n", i + static_cast<size_t>(first_),
+    std::snprintf(line, sizeof line, "  %-3zu %-44s %-14s %12lld\n", static_cast<size_t>(index_[i]),
                   spec.c_str(), out_shapes_[i].str().c_str(), static_cast<long long>(n));
     s << line;
   }

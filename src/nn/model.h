@@ -89,10 +89,16 @@ struct ParamInfo {
 // last stage) is held here as a copy of its owner (ParamInfo::tied_copy), initialised like it; the
 // trainer sums the two copies' gradients. input_grad: backward also writes the gradient of the
 // input (input_grad()), which the stage before receives.
+//
+// later: further [first, last) ranges of a stage's interleaved chunks (dist.pp_virtual): the model
+// then holds the layout of all of them, one after the other, as the flat buffers the stage's
+// optimizer and reducer step; each chunk runs as a model of its own range bound to its part of
+// those buffers (share_params_of(holder, base)). Such a model is a layout, not run itself.
 struct LayerRange {
   int first = 0;
   int last = -1;  // -1: to the end
   bool input_grad = false;
+  std::vector<std::pair<int, int>> later;
 };
 
 class Model {
@@ -113,11 +119,12 @@ class Model {
         Device device = Device::CPU, const StoredRange& stored = {}, const TpSplit& tp = {},
         const LayerRange& range = {});
 
-  // Binds this model's layers to the flat buffers of `primary` (built from the same layers and
-  // range, storing its buffers whole; this one stores none: StoredRange [0, 0)): a second set of
-  // activations and saved state over the same parameters, for a pipeline stage's micro-batches in
-  // flight. Backward adds into primary's gradients.
-  void share_params_of(Model& primary);
+  // Binds this model's layers to the flat buffers of `primary` from element `base` on (primary:
+  // built from the same layers and range, or holding this range's layout at base among others
+  // (LayerRange::later), and storing its buffers whole; this one stores none: StoredRange [0, 0)):
+  // a second set of activations and saved state over the same parameters, for a pipeline stage's
+  // micro-batches in flight or interleaved chunks. Backward adds into primary's gradients.
+  void share_params_of(Model& primary, int64_t base = 0);
 
   const std::string& spec() const { return spec_; }  // canonical text (each layer's spec())
   const Shape& input_shape() const { return input_shape_; }
@@ -221,6 +228,7 @@ class Model {
   TpSplit tp_;
   int64_t num_full_params_ = 0;
   int first_ = 0;            // LayerRange::first
+  std::vector<int> index_;   // each layer's index in the whole model
   bool input_grad_ = false;  // LayerRange::input_grad
   bool shared_ = false;      // share_params_of: the layers are bound to another model's buffers
   Tensor acts_none_;         // input_grad() before any backward

@@ -40,11 +40,8 @@ void Trainer::print_header() {
                 ri.rank, ri.host.c_str(), ri.pid, ri.local_rank, ri.local_size, ri.node, device);
   if (stage_) {  // which stage this rank runs, its micro-batches in flight and their activations
     const size_t n = std::strlen(mine);
-    std::snprintf(
-        mine + n, sizeof mine - n, "  stage %d/%d (layers %d–%d, %d in flight, activations %.1f MiB)",
-        stage_->stage(), stage_->stages(), model_->first_layer(),
-        model_->first_layer() + model_->num_layers() - 1, stage_->in_flight(),
-        static_cast<double>(stage_->in_flight() * model_->activation_bytes(micro_batch_).kept) / 1048576.0);
+    std::snprintf(mine + n, sizeof mine - n, "  stage %d/%d (%s)", stage_->stage(), stage_->stages(),
+                  stage_line().c_str());
   }
   std::vector<std::string> lines = ctx_.gather_lines(mine);
   if (!ctx_.is_root()) return;
@@ -181,7 +178,7 @@ void Trainer::train_step(int64_t batch, StepTimes& times) {
   } else {
     for (int64_t micro = 0; micro < accum_; ++micro) {
       const MicroBatch mb = next_micro_batch(micro, phases);
-      forward_loss(*model_, mb.x, mb, phases);
+      forward_loss(*model_, mb.x, mb, dlogits_, phases);
       backward(*model_, dlogits_, /*reduce=*/micro + 1 == accum_, phases);
     }
   }
@@ -228,7 +225,8 @@ Trainer::MicroBatch Trainer::next_micro_batch(int64_t micro, StepPhases& phases)
   return {x, y, b->valid, static_cast<uint64_t>(step_ * accum_ + micro)};
 }
 
-void Trainer::forward_loss(nn::Model& model, const Tensor& x, const MicroBatch& mb, StepPhases& phases) {
+void Trainer::forward_loss(nn::Model& model, const Tensor& x, const MicroBatch& mb, const Tensor& dlogits,
+                           StepPhases& phases) {
   run_.step = mb.index;
   const Tensor* logits = nullptr;
   {
@@ -238,19 +236,20 @@ void Trainer::forward_loss(nn::Model& model, const Tensor& x, const MicroBatch& 
   const auto p = phases.enter(Phase::Loss);
   // fp16: the loss gradient is scaled by S (MixedPrecision::unscale divides it out again).
   const nn::LossStats s =
-      loss_->forward_backward(*logits, mb.y, mb.valid, normalizer_ / precision_->loss_scale(), dlogits_);
+      loss_->forward_backward(*logits, mb.y, mb.valid, normalizer_ / precision_->loss_scale(), dlogits);
   window_.loss_sum += s.loss_sum;
   window_.count += static_cast<double>(s.count);
   window_.correct += static_cast<double>(s.correct1);
 }
 
-void Trainer::backward(nn::Model& model, const Tensor& dout, bool reduce, StepPhases& phases) {
+void Trainer::backward(nn::Model& model, const Tensor& dout, bool reduce, StepPhases& phases, int64_t base,
+                       bool begin) {
   const auto p = phases.enter(Phase::Backward);
   if (reducer_ && reduce) {
-    reducer_->begin();
-    model.backward(dout, run_, [this](int64_t frontier) {
+    if (begin) reducer_->begin();
+    model.backward(dout, run_, [this, base](int64_t frontier) {
       fault_at(FaultPoint::Backward);  // test-only: a signal mid-backward, buckets in flight
-      reducer_->on_ready(frontier);
+      reducer_->on_ready(base + frontier);
     });
   } else {
     begin_sharded_backward(reduce);  // stage 3: each unit's gradients reduce-scattered as its backward ends
@@ -352,7 +351,7 @@ void Trainer::log_step(int64_t epoch, double window_s) {
   // Loss and accuracy over the window, summed over the replicas (one small allreduce; the ranks of a
   // tp group hold the same sums). A pipeline's loss is its last stage's: summed over the world, the
   // other stages adding nothing (the same bits as the replicas' sum).
-  const bool holds_loss = !stage_ || (stage_->last() && grid_.tp_rank() == 0);
+  const bool holds_loss = !stage_ || (stage_->has_loss() && grid_.tp_rank() == 0);
   const LogWindowSums all = stage_ ? sum_over_ranks(comm_, holds_loss ? window_ : LogWindowSums())
                                    : sum_over_ranks(dp_comm_, window_);
   const StepTimes& t = window_times_;
@@ -421,13 +420,15 @@ EvalResult Trainer::evaluate() {
   in.lockstep =
       sharded_ && !model_->stores_whole_params();  // ZeRO 3: forward gathers, on every rank together
   in.top5 = task().counts_top5(data_.val->info());
-  if (stage_) {  // the batches go through the stages one after the other (no pipelining)
+  if (stage_) {  // the batches go through the (virtual) stages one after the other (no pipelining)
     in.stages = &grid_.host(dist::GroupKind::Pp);
     in.stage_forward = [this](const Tensor& x, const nn::RunCtx& rc) -> const Tensor* {
-      nn::Model& model = stage_->model_for(0);
-      const Tensor& out = model.forward(stage_->first() ? x : stage_->receive_activation(0), rc);
-      if (stage_->last()) return &out;
-      stage_->send_activation(0);
+      for (int c = 0; c < stage_->chunks(); ++c) {
+        nn::Model& model = stage_->model_for(0, c);
+        const Tensor& out = model.forward(stage_->first(c) ? x : stage_->receive_activation(0, c), rc);
+        if (stage_->last(c)) return &out;
+        stage_->send_activation(0, c);
+      }
       return nullptr;
     };
   }

@@ -113,6 +113,10 @@ class Trainer {
   Tensor gather_stages(const Tensor& local);
   // The start-up lines of the pipeline: stages, schedule, micro-batches in flight, messages.
   std::vector<std::string> pipeline_lines() const;
+  // This rank's part of its start-up line: its layers, micro-batches in flight and their activations.
+  std::string stage_line() const;
+  // The 1F1B bubble in theory, (P − 1)/(V·M + P − 1) of a step (Megatron-LM's interleaving divides it by V).
+  double bubble_in_theory() const;
   // Every rank, at the end of a run: rank 0 prints each stage's waits on its neighbours (the bubble).
   void report_bubbles();
   // The whole model's layout: model_ itself unless it is a pipeline stage's piece.
@@ -149,9 +153,13 @@ class Trainer {
   void begin_step(int64_t batch);  // names the step, places the loader, zeroes the gradients
   MicroBatch next_micro_batch(int64_t micro, StepPhases& phases);
   // The loss and its gradient (dlogits_) of micro-batch mb, forward through `model` from `x`.
-  void forward_loss(nn::Model& model, const Tensor& x, const MicroBatch& mb, StepPhases& phases);
-  // reduce: hand buckets to the reducer. dout: the gradient of model's output.
-  void backward(nn::Model& model, const Tensor& dout, bool reduce, StepPhases& phases);
+  // (dlogits: where the loss gradient goes.)
+  void forward_loss(nn::Model& model, const Tensor& x, const MicroBatch& mb, const Tensor& dlogits,
+                    StepPhases& phases);
+  // reduce: hand buckets to the reducer (begin: the first such backward of the step; base: where
+  // model's gradients start in the reducer's buffer). dout: the gradient of model's output.
+  void backward(nn::Model& model, const Tensor& dout, bool reduce, StepPhases& phases, int64_t base = 0,
+                bool begin = true);
   void wait_for_gradients(StepPhases& phases);
   void update(StepPhases& phases);
   // ZeRO: forward's hook that waits for the parameters below a layer's end (none when not pending).
@@ -234,6 +242,12 @@ class Trainer {
   std::vector<PipeAction> plan_;
   std::unique_ptr<PipelineStage> stage_;
   std::vector<std::pair<int64_t, int64_t>> tied_;
+  // The last virtual stage: the loss gradient of each micro-batch in flight through it.
+  std::vector<Tensor> loss_grads_;
+  std::vector<Tensor> targets_;  // interleaved: each micro-batch's targets, from its load to its loss
+  const Tensor& loss_grad(int micro) const {
+    return loss_grads_[static_cast<size_t>(micro) % loss_grads_.size()];
+  }
   // The steps after the first: their seconds and the seconds this stage waited on its neighbours.
   double pipe_step_s_ = 0, pipe_wait_s_ = 0;
   int64_t pipe_steps_ = -1;

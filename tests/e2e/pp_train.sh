@@ -5,7 +5,8 @@
 #   1. a 4-block Llama (untied head) at pp 2 and pp 4, and a spec with dropout
 #      between the stages at pp 2, give pp 1's losses and final parameters and
 #      optimizer state bitwise, and its gradient norms to 1e-12 (the stages' sums
-#      of squares add in another order); an explicit dist.pp_split the same;
+#      of squares add in another order); an explicit dist.pp_split the same; the
+#      interleaved schedule (dist.pp_virtual 2) the same;
 #      gpt-tiny (tied embedding: its two halves' gradients are summed once per
 #      step, not per micro-batch) with clipping within 1e-5;
 #   2. dp 2 × pp 2 on 4 ranks = dp 2 × pp 1 on 2 ranks, ZeRO 0, 1 and 2, bitwise; and
@@ -86,6 +87,13 @@ grep -qE "^  stage 0: layers 0–1 \(embed, 1 block\)" "$TMP/l-split.log" || fai
 r=$(compare "$TMP/l-pp1" "$TMP/l-split" 0 1e-12 0) || fail "llama pp 2 split 1,3 vs pp 1: $r"
 pass "llama-tiny pp 2 cut 1,3 (dist.pp_split) = pp 1: $r"
 
+train l-v2 2 "${llama[@]}" --dist.pp 2 --dist.pp_virtual 2
+grep -q "^pipeline: 2 stages, interleaved 1F1B with 2 chunks per stage over 4 micro-batches" "$TMP/l-v2.log" \
+  || { cat "$TMP/l-v2.log"; fail "no interleaved pipeline line"; }
+grep -qE "stage 0/2 \(layers 0–1, 3, 4\+2 in flight" "$TMP/l-v2.log" || fail "rank 0 does not say its chunks"
+r=$(compare "$TMP/l-pp1" "$TMP/l-v2" 0 1e-12 0) || fail "llama pp 2 interleaved vs pp 1: $r"
+pass "llama-tiny pp 2, interleaved (2 chunks per stage) = pp 1: $r"
+
 # Dropout between and inside the stages: masks are functions of the whole model's layer index.
 spec="embed(256,64,64) block(4,layers=3) dropout(0.2) block(4,layers=3) dropout(0.2) block(4,layers=3) ln lm_head(256,tied=0)"
 drop=(--data.path "$TMP/gpl.h5" --model.spec "$spec" --optim.name adamw --optim.lr 1e-3 --train.batch_size 4
@@ -101,6 +109,10 @@ train g-pp1 1 "${gpt[@]}"
 train g-pp2 2 "${gpt[@]}" --dist.pp 2
 r=$(compare "$TMP/g-pp1" "$TMP/g-pp2" 1e-5 1e-5 1e-5) || fail "gpt-tiny pp 2 vs pp 1: $r"
 pass "gpt-tiny (tied embedding, clipping) pp 2 = pp 1 within 1e-5: $r"
+train g-v2 2 "${gpt[@]}" --dist.pp 2 --dist.pp_virtual 2 --model.layers 4
+train g-v2ref 1 "${gpt[@]}" --model.layers 4
+r=$(compare "$TMP/g-v2ref" "$TMP/g-v2" 1e-5 1e-5 1e-5) || fail "gpt-tiny interleaved pp 2 vs pp 1: $r"
+pass "gpt-tiny (4 blocks, tied) pp 2 interleaved = pp 1 within 1e-5: $r"
 
 # ---- 2. dp 2 × pp 2 = dp 2 × pp 1, ZeRO 0, 1, 2 ---------------------------------------------
 short=("${base[@]}" --train.steps 20 --ckpt.every_steps 10)
@@ -163,7 +175,8 @@ bad 4 "fewer blocks|blocks" --data.path "$TMP/gpl.h5" --model.spec "embed(256,64
 bad 2 "pp_split.*(sum|blocks)" "${llama[@]}" --dist.pp 2 --dist.pp_split 1,2
 bad 2 "pp_split.*(empty|0)" "${llama[@]}" --dist.pp 2 --dist.pp_split 0,4
 bad 1 "dist.pp_split: needs pipeline parallelism" "${llama[@]}" --dist.pp_split 2,2
-bad 2 "pp_virtual 2: the interleaved schedule" "${llama[@]}" --dist.pp 2 --dist.pp_virtual 2
+bad 2 "multiple" --data.path "$TMP/gpl.h5" --model.preset llama-tiny --model.layers 4 --train.batch_size 6 --train.micro_batches 3 --dist.pp 2 --dist.pp_virtual 2
+bad 2 "fewer blocks|blocks" "${llama[@]}" --dist.pp 2 --dist.pp_virtual 3
 bad 2 "dist.zero 3" "${llama[@]}" --dist.pp 2 --dist.zero 3
 bad 2 "BatchNorm" --data.path "$(mnist_h5)" --model.preset cnn --dist.pp 2 --train.micro_batches 2
-pass "bad input: too few micro-batches, an indivisible batch, pp not dividing the world, too few blocks, bad splits, interleaving, zero 3, a BatchNorm model: exit 2 each"
+pass "bad input: too few micro-batches, an indivisible batch, pp not dividing the world, too few blocks, bad splits, interleaving over micro-batches that are no multiple of the stages or too few blocks, zero 3, a BatchNorm model: exit 2 each"

@@ -5,7 +5,8 @@
 // layer indices); a tied head on a later piece holds a copy of the embedding
 // whose gradient, added to the embedding's, is the whole model's; models that
 // share one piece's parameters (share_params_of) hold two micro-batches in
-// flight and accumulate what one model running them in turn accumulates.
+// flight and accumulate what one model running them in turn accumulates; a
+// stage's interleaved chunks run on their parts of one holder's buffers.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -164,11 +165,52 @@ TEST(PipelineModel, SharedPiecesHoldMicroBatchesInFlight) {
   EXPECT_EQ(second[0]->grads().count(), 0);  // its gradients went to the primary's buffer
 }
 
-TEST(PipelineModel, SharingNeedsTheSamePiece) {
+TEST(PipelineModel, SharingNeedsTheSameLayers) {
   auto a = pieces(TIED, {0, 3, 6}, DType::F32);
   const StoredRange none{[](int64_t) { return std::pair<int64_t, int64_t>{0, 0}; }, false};
   auto b = pieces(TIED, {0, 2, 6}, DType::F32, none);
-  EXPECT_THROW(b[0]->share_params_of(*a[0]), Error);
+  EXPECT_THROW(b[1]->share_params_of(*a[0]), Error);     // layers 2–5 are not a's 0–2
+  EXPECT_THROW(b[1]->share_params_of(*a[1], 1), Error);  // nor at another offset of a's 3–5
+}
+
+TEST(PipelineModel, InterleavedChunksRunOnTheirStagesBuffers) {
+  // Two stages of two chunks each (virtual stages 0–3: layers 0–1, 2, 3–4, 5–6): each stage's holder
+  // lays out both of its chunks; each chunk runs as a model bound to its part of the holder.
+  Model whole(parse_spec(UNTIED), Shape{CONTEXT}, DType::F32, 5);
+  const std::vector<std::pair<int, int>> virt = {{0, 2}, {2, 3}, {3, 5}, {5, 7}};
+  const StoredRange none{[](int64_t) { return std::pair<int64_t, int64_t>{0, 0}; }, false};
+  std::vector<std::unique_ptr<Model>> holders, chunks;
+  for (int s = 0; s < 2; ++s)
+    holders.push_back(
+        std::make_unique<Model>(parse_spec(UNTIED), Shape{CONTEXT}, DType::F32, 5, Device::CPU, StoredRange(),
+                                TpSplit(), LayerRange{virt[s].first, virt[s].second, s > 0, {virt[2 + s]}}));
+  for (int v = 0; v < 4; ++v) {
+    Model& holder = *holders[v % 2];
+    chunks.push_back(std::make_unique<Model>(parse_spec(UNTIED), Shape{CONTEXT}, DType::F32, 5, Device::CPU,
+                                             none, TpSplit(),
+                                             LayerRange{virt[v].first, virt[v].second, v > 0}));
+    const int local = v < 2 ? 0 : virt[v - 2].second - virt[v - 2].first;  // the chunk's first layer there
+    chunks.back()->share_params_of(holder, holder.layer_begin(local));
+  }
+  for (const auto& h : holders)
+    for (const ParamInfo& info : h->param_info())
+      EXPECT_TRUE(same_bits(h->params().slice(info.offset, info.shape),
+                            whole.params().slice(info.full_offset, info.full_shape)))
+          << info.name;
+  const Tensor x = tokens(2, CONTEXT, VOCAB, DType::F32, 3);
+  const RunCtx rc = training(4);
+  const Tensor& y = whole.forward(x, rc);
+  EXPECT_TRUE(same_bits(y, chain_forward(chunks, x, rc)));
+  const Tensor dout = random_tensor(y.shape(), DType::F32, 9);
+  whole.zero_grads();
+  whole.backward(dout, rc);
+  for (auto& h : holders) h->zero_grads();
+  chain_backward(chunks, dout, rc);
+  for (const auto& h : holders)
+    for (const ParamInfo& info : h->param_info())
+      EXPECT_TRUE(same_bits(h->grads().slice(info.offset, info.shape),
+                            whole.grads().slice(info.full_offset, info.full_shape)))
+          << info.name;
 }
 
 }  // namespace
