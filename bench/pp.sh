@@ -5,9 +5,10 @@
 #   bench/pp.sh [bubble|memory|time|all] [BUILD=build]
 #
 # bubble: gpt-small (context 128), pp 2 on 2 ranks, M = 2, 4, 8, 16 micro-batches
-#   of 2 samples: each stage's waits on its neighbour against its step (the run's
-#   own "pipeline: stage … waited" lines, steps after the first), against the
-#   1F1B bubble in theory, (P − 1)/(M + P − 1).
+#   of 2 samples, and interleaved with 2 chunks per stage at M = 4, 8, 16: each
+#   stage's waits on its neighbour against its step (the run's own "pipeline:
+#   stage … waited" lines, steps after the first), against the bubble in
+#   theory, (P − 1)/(V·M + P − 1).
 # memory: the same model, batch 16: activations per rank at pp 1 (the whole batch
 #   at once, and 8 micro-batches of 2 accumulated) and per stage at pp 2 with 8
 #   micro-batches (the stage's models in flight × one micro-batch each): the
@@ -43,16 +44,18 @@ mean_tps() { col "$1" tokens_per_s | sed '1,3d' | awk '{ s += $1 } END { print s
 med() { printf "%s\n" "$@" | sort -g | sed -n 2p; }
 
 if [ "$what" = bubble ] || [ "$what" = all ]; then
-  echo "| gpt-small, pp 2, micro-batches of 2 × 128 | stage 0 waits ms / step ms | stage 0 bubble | stage 1 waits ms / step ms | stage 1 bubble | theory (P − 1)/(M + P − 1) |"
+  echo "| gpt-small, pp 2, micro-batches of 2 × 128 | stage 0 waits ms / step ms | stage 0 bubble | stage 1 waits ms / step ms | stage 1 bubble | theory (P − 1)/(V·M + P − 1) |"
   echo "| --- | --- | --- | --- | --- | --- |"
-  for m in 2 4 8 16; do
-    run 2 "$tmp/b$m" --train.batch_size $((2 * m)) --train.micro_batches "$m" --train.steps 12 --dist.pp 2
-    row="| M = $m |"
+  for run in 1:2 1:4 1:8 1:16 2:4 2:8 2:16; do
+    v=${run%%:*} m=${run#*:}
+    run 2 "$tmp/b$v-$m" --train.batch_size $((2 * m)) --train.micro_batches "$m" --train.steps 12 --dist.pp 2 \
+      --dist.pp_virtual "$v"
+    row="| M = $m$([ "$v" = 1 ] || echo ", interleaved V = $v") |"
     for s in 0 1; do
-      line=$(grep "^pipeline: stage $s " "$tmp/b$m.log")
+      line=$(grep "^pipeline: stage $s " "$tmp/b$v-$m.log")
       row+=" $(grep -oP 'waited \K[0-9.]+ of its [0-9.]+' <<< "$line" | sed 's/ of its / \/ /') | $(grep -oP '\(\K[0-9.]+%' <<< "$line") |"
     done
-    echo "$row $(awk -v m="$m" 'BEGIN { printf "%.1f%%", 100 / (m + 1) }') |"
+    echo "$row $(awk -v m="$m" -v v="$v" 'BEGIN { printf "%.1f%%", 100 / (v * m + 1) }') |"
   done
   echo
 fi

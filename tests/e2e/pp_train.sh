@@ -6,7 +6,7 @@
 #      between the stages at pp 2, give pp 1's losses and final parameters and
 #      optimizer state bitwise, and its gradient norms to 1e-12 (the stages' sums
 #      of squares add in another order); an explicit dist.pp_split the same; the
-#      interleaved schedule (dist.pp_virtual 2) the same;
+#      interleaved schedule (dist.pp_virtual 2) and activation recompute the same;
 #      gpt-tiny (tied embedding: its two halves' gradients are summed once per
 #      step, not per micro-batch) with clipping within 1e-5;
 #   2. dp 2 × pp 2 on 4 ranks = dp 2 × pp 1 on 2 ranks, ZeRO 0, 1 and 2, bitwise; and
@@ -93,6 +93,9 @@ grep -q "^pipeline: 2 stages, interleaved 1F1B with 2 chunks per stage over 4 mi
 grep -qE "stage 0/2 \(layers 0–1, 3, 4\+2 in flight" "$TMP/l-v2.log" || fail "rank 0 does not say its chunks"
 r=$(compare "$TMP/l-pp1" "$TMP/l-v2" 0 1e-12 0) || fail "llama pp 2 interleaved vs pp 1: $r"
 pass "llama-tiny pp 2, interleaved (2 chunks per stage) = pp 1: $r"
+train l-rc 2 "${llama[@]}" --dist.pp 2 --model.recompute true
+r=$(compare "$TMP/l-pp1" "$TMP/l-rc" 0 1e-12 0) || fail "llama pp 2 with recompute vs pp 1: $r"
+pass "llama-tiny pp 2 with activation recompute = pp 1: $r"
 
 # Dropout between and inside the stages: masks are functions of the whole model's layer index.
 spec="embed(256,64,64) block(4,layers=3) dropout(0.2) block(4,layers=3) dropout(0.2) block(4,layers=3) ln lm_head(256,tied=0)"
