@@ -18,10 +18,6 @@ args=(--data.path "$data" --model.preset mlp --model.hidden 64 --train.batch_siz
       --log.every 1 --log.progress plain --dist.timeout "$TIMEOUT" --ckpt.keep 1)
 export HPC_TEST_TIMEOUT=90
 
-now() { date +%s.%N; }
-# within START END LIMIT: END − START ≤ LIMIT seconds
-within() { awk -v a="$1" -v b="$2" -v l="$3" 'BEGIN { exit !(b - a <= l) }'; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 # Waits (≤ 60 s) until the 2-rank run in the background has logged training steps; prints rank R's pid.
 pid_of_rank() {
   rank_pids "$1" 2 '^ +0 +[0-9]+ ' 60 >/dev/null || { cat "$1" >&2; fail "the run did not start training"; }

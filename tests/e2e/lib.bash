@@ -1,5 +1,6 @@
 # Shared helpers for the end-to-end tests (sourced, not run).
-#   ROOT, BUILD, TMP (removed at exit), skip, fail, expect_exit, mnist_h5, run_mpi, keep_cores
+#   ROOT, BUILD, TMP (removed at exit), skip, fail, expect_exit, mnist_h5, run_mpi, keep_cores,
+#   now, within, elapsed
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$(cd "${1:-$ROOT/build}" && pwd)
@@ -64,6 +65,12 @@ final_acc() { grep -oP '^final: .*val_acc \K[0-9.]+' "$1" | tail -1; }
 
 # check_flight FILE RANK [REASON] [LEAST]: a flight record against its schema (tests/e2e/check_flight.py).
 check_flight() { "$PYTHON" "$ROOT/tests/e2e/check_flight.py" "$@"; }
+
+# Timing a job's end: now (seconds), within START END LIMIT (END − START ≤ LIMIT seconds), and
+# elapsed START END (one decimal).
+now() { date +%s.%N; }
+within() { awk -v a="$1" -v b="$2" -v l="$3" 'BEGIN { exit !(b - a <= l) }'; }
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
 # rank_pid LOG R: rank R's pid from a run's start-up lines in LOG (empty before they are there).
 rank_pid() { grep -oP "^ +rank +$2 +host +\S+ +pid \K[0-9]+" "$1" | head -1; }

@@ -16,9 +16,6 @@ text=/usr/share/common-licenses/GPL-3
 args=(--data.path "$TMP/gpl.h5" --model.preset llama-tiny --model.layers 3 --dist.pp 3 --train.batch_size 3
       --train.micro_batches 3 --train.steps 100000 --log.every 1 --log.progress plain --dist.timeout "$TIMEOUT"
       --ckpt.keep 1)
-now() { date +%s.%N; }
-within() { awk -v a="$1" -v b="$2" -v l="$3" 'BEGIN { exit !(b - a <= l) }'; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
 # ---- 1. a stalled middle stage -----------------------------------------------------------
 run=$TMP/stall

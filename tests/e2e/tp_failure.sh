@@ -15,9 +15,6 @@ text=/usr/share/common-licenses/GPL-3
 "$BUILD/hpcdata" pack --from text "$text" --val-fraction 0 -o "$TMP/gpl.h5" > /dev/null || fail "pack"
 args=(--data.path "$TMP/gpl.h5" --model.preset gpt-tiny --model.heads 4 --dist.tp 2 --train.batch_size 2
       --train.steps 100000 --log.every 1 --log.progress plain --dist.timeout "$TIMEOUT" --ckpt.keep 1)
-now() { date +%s.%N; }
-within() { awk -v a="$1" -v b="$2" -v l="$3" 'BEGIN { exit !(b - a <= l) }'; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", b - a }'; }
 
 # ---- 1. a stalled rank of tp[0,1] --------------------------------------------------------
 run=$TMP/stall
