@@ -54,6 +54,10 @@ nn::Model& PipelineStage::model_for(int micro, int chunk) {
   // Its output and input gradient are about to be overwritten: the sends of micro − K are done first.
   if (slot.sending_activation) std::exchange(slot.sending_activation, nullptr)->wait();
   if (slot.sending_gradient) std::exchange(slot.sending_gradient, nullptr)->wait();
+  return model_at(micro, chunk);
+}
+
+nn::Model& PipelineStage::model_at(int micro, int chunk) const {
   const auto& models = models_[static_cast<size_t>(chunk)];
   return *models[static_cast<size_t>(micro) % models.size()];
 }
@@ -83,18 +87,14 @@ const Tensor& PipelineStage::receive_gradient(int micro, int chunk, int peer) {
 
 void PipelineStage::send_activation(int micro, int chunk, int peer) {
   HPC_ASSERT(!last(chunk), "pipeline: the last virtual stage sends no activation");
-  const nn::Model& model = *models_[static_cast<size_t>(chunk)]
-                                   [static_cast<size_t>(micro) % models_[static_cast<size_t>(chunk)].size()];
   slots_[at(micro, chunk)].sending_activation =
-      activations_->send_async(model.forward_output(), peer < 0 ? next_stage() : peer);
+      activations_->send_async(model_at(micro, chunk).forward_output(), peer < 0 ? next_stage() : peer);
 }
 
 void PipelineStage::send_gradient(int micro, int chunk, int peer) {
   HPC_ASSERT(!first(chunk), "pipeline: the first virtual stage sends no gradient");
-  const nn::Model& model = *models_[static_cast<size_t>(chunk)]
-                                   [static_cast<size_t>(micro) % models_[static_cast<size_t>(chunk)].size()];
   slots_[at(micro, chunk)].sending_gradient =
-      gradients_->send_async(model.input_grad(), peer < 0 ? previous_stage() : peer);
+      gradients_->send_async(model_at(micro, chunk).input_grad(), peer < 0 ? previous_stage() : peer);
 }
 
 int64_t PipelineStage::activation_bytes(int64_t batch) const {

@@ -80,7 +80,8 @@ class PipelineStage {
     Tensor input, output_grad;
     std::unique_ptr<dist::Request> sending_activation, sending_gradient;
   };
-  size_t at(int micro, int chunk) const;
+  size_t at(int micro, int chunk) const;            // micro-batch m's slot in `chunk`
+  nn::Model& model_at(int micro, int chunk) const;  // its model (no wait: model_for waits)
   int next_stage() const { return (stage() + 1) % stages(); }
   int previous_stage() const { return (stage() + stages() - 1) % stages(); }
 
