@@ -100,11 +100,13 @@ void Tracer::take_collectives(dist::FlightRecorder& flight) {
   for (const dist::FlightRecorder::Entry& e : flight.completed_after(taken_order_)) {
     taken_order_ = e.order > taken_order_ ? e.order : taken_order_;
     if (!traces(e.step)) continue;
-    const std::string group = e.group == dist::GroupKind::World ? "" : " of " + flight.group_name(e.group);
+    const auto op = static_cast<dist::CollOp>(e.op);
+    std::string group = e.group == dist::GroupKind::World ? "" : " of " + flight.group_name(e.group);
+    if (op == dist::CollOp::Send || op == dist::CollOp::Recv)  // a message: its other end (world rank)
+      group = (op == dist::CollOp::Send ? " to rank " : " from rank ") + std::to_string(e.peer) + group;
     char name[224];
-    std::snprintf(name, sizeof name, "%s #%" PRIu64 "%s (%" PRId64 " %s, %s)",
-                  dist::coll_op_name(static_cast<dist::CollOp>(e.op)), e.seq, group.c_str(), e.count,
-                  dtype_name(e.dtype), e.comm);
+    std::snprintf(name, sizeof name, "%s #%" PRIu64 "%s (%" PRId64 " %s, %s)", dist::coll_op_name(op), e.seq,
+                  group.c_str(), e.count, dtype_name(e.dtype), e.comm);
     span_of(e.step, "comm", name, e.start_s, e.end_s, 1);
   }
 }

@@ -7,6 +7,7 @@
 #      optimizer state bitwise, and its gradient norms to 1e-12 (the stages' sums
 #      of squares add in another order); an explicit dist.pp_split the same; the
 #      interleaved schedule (dist.pp_virtual 2) and activation recompute the same;
+#      log.trace shows each stage's forwards, backwards, waits and messages;
 #      gpt-tiny (tied embedding: its two halves' gradients are summed once per
 #      step, not per micro-batch) with clipping within 1e-5;
 #   2. dp 2 × pp 2 on 4 ranks = dp 2 × pp 1 on 2 ranks, ZeRO 0, 1 and 2, bitwise; and
@@ -72,13 +73,29 @@ llama=("${base[@]}" --train.steps 30)
 
 # ---- 1. pp 2, 4 = pp 1 ------------------------------------------------------------------------
 train l-pp1 1 "${llama[@]}"
-train l-pp2 2 "${llama[@]}" --dist.pp 2
+train l-pp2 2 "${llama[@]}" --dist.pp 2 --log.trace "$TMP/l-pp2.json" --log.trace_steps 3:3
 grep -q "^pipeline: 2 stages, 1F1B over 4 micro-batches of 2 per step" "$TMP/l-pp2.log" \
   || { cat "$TMP/l-pp2.log"; fail "no pipeline line"; }
 grep -qE "^  stage 1: layers 3–6 \(2 blocks, rmsnorm, lm_head\)" "$TMP/l-pp2.log" || fail "stage 1 is not described"
 grep -qE "stage 0/2 \(layers 0–2, 2 in flight, activations [0-9.]+ MiB\)" "$TMP/l-pp2.log" || fail "rank 0 does not say its stage"
 r=$(compare "$TMP/l-pp1" "$TMP/l-pp2" 0 1e-12 0) || fail "llama pp 2 vs pp 1: $r"
 pass "llama-tiny (4 blocks, untied head) pp 2 = pp 1 with 4 micro-batches: $r"
+# The schedule on the timeline: each stage's forward and backward of every micro-batch, its waits on
+# the neighbour, and the messages (4 activations 0 → 1, 4 gradients 1 → 0) with their other end.
+"$PYTHON" - "$TMP/l-pp2.json" <<'PY' || fail "the trace does not show the pipeline's schedule"
+import json, sys
+spans = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e["ph"] == "X" and e["args"]["step"] == 3]
+for rank, peer, sent, got in ((0, 1, "send", "recv"), (1, 0, "send", "recv")):
+    names = [e["name"] for e in spans if e["pid"] == rank]
+    pipe = sorted(e["name"] for e in spans if e["pid"] == rank and e["cat"] == "pipe" and e["name"][0] in "fb")
+    assert pipe == sorted([f"forward m{m}" for m in range(4)] + [f"backward m{m}" for m in range(4)]), (rank, pipe)
+    waits = [e for e in spans if e["pid"] == rank and e["name"] == "pipeline wait"]
+    assert waits, (rank, names)
+    for op in (sent, got):
+        msgs = [n for n in names if n.startswith(op + " #") and f" rank {peer} of pp[" in n]
+        assert len(msgs) == 4, (rank, op, msgs, names)
+    print(f"stage {rank}: 4 forwards, 4 backwards, {len(waits)} waits, 4 sends and 4 receives with rank {peer}")
+PY
 train l-pp4 4 "${llama[@]}" --dist.pp 4
 r=$(compare "$TMP/l-pp1" "$TMP/l-pp4" 0 1e-12 0) || fail "llama pp 4 vs pp 1: $r"
 pass "llama-tiny pp 4 = pp 1: $r"
