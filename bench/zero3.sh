@@ -8,7 +8,10 @@
 #   false), 2 and 4 ranks × zero 0 and 3: the end-of-training save's time and
 #   the peak host memory it added on rank 0 (the writer) and on the largest
 #   other rank (VmHWM over the save, "checkpoint memory:" line), and every
-#   rank's peak RSS over the run (/usr/bin/time).
+#   rank's peak RSS over the run (/usr/bin/time); then a run resumed from that
+#   checkpoint with the same ranks and zero (one more step): the resume's time
+#   and the peak host memory it added on rank 0 (the reader) and on the
+#   largest other rank ("resume memory:" line), and rank 0's peak RSS over it.
 # time: gpt-small (model.context 64, batch 4 per rank), 2 ranks: zero 0, zero 3
 #   with prefetch, zero 3 without, interleaved, 3 rounds of 16 steps; the
 #   median over rounds of tokens/s (steps 6–16 of metrics.jsonl), the ratio to
@@ -46,8 +49,8 @@ run() {  # ranks dir args…: every rank under /usr/bin/time (peak RSS in DIR.rs
 }
 
 if [ "$what" = ckpt ] || [ "$what" = all ]; then
-  echo "| gpt2-124m shapes | ranks | zero | save s | save peak, rank 0 (MiB) | save peak, largest other (MiB) | peak RSS rank 0 (MiB) | peak RSS largest other (MiB) |"
-  echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+  echo "| gpt2-124m shapes | ranks | zero | save s | save peak, rank 0 (MiB) | save peak, largest other (MiB) | peak RSS rank 0 (MiB) | peak RSS largest other (MiB) | resume s | resume peak, rank 0 (MiB) | resume peak, largest other (MiB) | resumed run: peak RSS rank 0 (MiB) |"
+  echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
   for n in ${ZERO3_RANKS:-2 4}; do
     for z in 0 3; do
       d="$tmp/c-$n-$z"
@@ -55,10 +58,18 @@ if [ "$what" = ckpt ] || [ "$what" = all ]; then
         --train.steps 1 --dist.zero "$z" --ckpt.async false || { tail -20 "$d.log" >&2; exit 1; }
       line=$(grep "^checkpoint memory:" "$d.log")
       save=$(grep -oP '"save_s": \K[^,}]*' "$d/metrics.jsonl")
-      printf "| | %d | %d | %.2f | %s | %s | %.0f | %.0f |\n" "$n" "$z" "$save" \
+      run "$n" "$d-r" --model.preset gpt2-124m --model.context 32 --optim.name adam --train.batch_size 1 \
+        --train.steps 2 --dist.zero "$z" --ckpt.async false --resume "$(ls "$d"/ckpt-*.h5)" \
+        || { tail -20 "$d-r.log" >&2; exit 1; }
+      rline=$(grep "^resume memory:" "$d-r.log" || true)  # an hpctrain before 2026-12-06 prints none: n/a
+      rs=$(grep -oP '"resume_s": \K[0-9.]+' "$d-r/metrics.jsonl" || true)
+      printf "| | %d | %d | %.2f | %s | %s | %.0f | %.0f | %s | %s | %s | %.0f |\n" "$n" "$z" "$save" \
         "$(grep -oP 'peak \+\K[0-9.]+' <<<"$line")" "$(grep -oP 'at most \+\K[0-9.]+' <<<"$line")" \
         "$(awk -v k="$(cat "$d.rss.0")" 'BEGIN { print k / 1024 }')" \
-        "$(cat "$d".rss.* | sed 1d | sort -n | tail -1 | awk '{ print $1 / 1024 }')"
+        "$(cat "$d".rss.* | sed 1d | sort -n | tail -1 | awk '{ print $1 / 1024 }')" \
+        "$([ -n "$rs" ] && printf '%.2f' "$rs" || echo n/a)" \
+        "$(grep -oP 'peak \+\K[0-9.]+' <<<"$rline" || echo n/a)" "$(grep -oP 'at most \+\K[0-9.]+' <<<"$rline" || echo n/a)" \
+        "$(awk -v k="$(cat "$d-r.rss.0")" 'BEGIN { print k / 1024 }')"
     done
   done
   echo

@@ -34,6 +34,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -112,6 +113,9 @@ struct Checkpoint {
   int64_t num_params() const { return params.defined() ? params.count() : streamed_count; }
 };
 
+// Elements of a flat dataset the writer and the streamed reader handle at a time (16 MiB of float32).
+constexpr int64_t CHUNK_ELEMS = int64_t{1} << 22;
+
 // Where the writer takes the flat datasets from, chunk by chunk: dataset 0 is the parameters, dataset
 // k > 0 the optimizer state Checkpoint::optimizer_state[k - 1]. The writer reads every dataset in
 // order, each from its start to its end in consecutive chunks.
@@ -162,13 +166,37 @@ auto root_integers(C& c) {
 // source: where the flat datasets come from (null: c.params and c.optimizer_state, whole); they are
 // written chunk_elems at a time, so the writer holds one chunk of them beyond what `c` holds.
 void write_checkpoint(const std::string& path, const Checkpoint& c, FlatSource* source = nullptr,
-                      int64_t chunk_elems = int64_t{1} << 22);
+                      int64_t chunk_elems = CHUNK_ELEMS);
+
+// What read_checkpoint does with the flat datasets (the parameters and the
+// optimizer state, the bulk of the file): Load them into params and
+// optimizer_state, or only Verify them, CHUNK_ELEMS at a time (the tensors
+// stay undefined, streamed_count holds their length): a sharded resume then
+// sends each rank its range through a FlatFileSource, and no rank, the
+// reader included, holds them whole.
+enum class FlatData { Load, Verify };
 
 // Reads and verifies a checkpoint: HDF5 signature, magic, format version (a
 // newer one is refused), every restored dataset's CRC-32 and the checksum of
 // the metadata. Throws UserError "checkpoint 'PATH': …" (one line) when the
 // file is missing, unreadable, truncated, damaged or from a future version.
-Checkpoint read_checkpoint(const std::string& path);
+Checkpoint read_checkpoint(const std::string& path, FlatData flat = FlatData::Load);
+
+// A checkpoint file's flat datasets read in pieces (after read_checkpoint verified them): dataset 0
+// the parameters, k > 0 the optimizer state states[k - 1]. The file stays open until destruction, so a
+// checkpoint pruned or replaced meanwhile is still the one verified. UserError on a file that changed.
+class FlatFileSource final : public FlatSource {
+ public:
+  FlatFileSource(const std::string& path, int64_t num_params, const std::vector<std::string>& states);
+  ~FlatFileSource() override;
+  FlatFileSource(const FlatFileSource&) = delete;
+  FlatFileSource& operator=(const FlatFileSource&) = delete;
+  void read(size_t k, int64_t begin, const Tensor& out) override;
+
+ private:
+  struct Open;
+  std::unique_ptr<Open> open_;
+};
 
 // CRC-32 (zlib) of everything the reader restores, in a fixed order: the
 // metadata as text, then every payload tensor's bytes. flat: the CRCs of the

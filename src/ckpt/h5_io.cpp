@@ -3,6 +3,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -238,9 +239,12 @@ std::vector<int64_t> read_attr_i64s(hid_t obj, const std::string& name, const st
   return v;
 }
 
-Tensor read_tensor(hid_t loc, const std::string& name, DType dtype, int64_t expected_count,
-                   const std::string& what) {
-  const std::string w = what + ": " + name;
+namespace {
+
+// Opens `name` after checking that it exists, holds floats of `dtype`'s size and (expected_count ≥ 0)
+// that many elements; its element count into n.
+H5Handle open_floats(hid_t loc, const std::string& name, DType dtype, int64_t expected_count, int64_t& n,
+                     const std::string& w) {
   if (H5Lexists(loc, name.c_str(), H5P_DEFAULT) <= 0) throw UserError(w + " is missing");
   H5Handle d = H5Handle::dataset(h5_check(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), w + " cannot be opened"));
   H5Handle type = H5Handle::type(h5_check(H5Dget_type(d.id()), w));
@@ -249,23 +253,74 @@ Tensor read_tensor(hid_t loc, const std::string& name, DType dtype, int64_t expe
   if (H5Tget_class(type.id()) != H5T_FLOAT || H5Tget_size(type.id()) != want_bytes)
     throw UserError(w + " is " + data::h5_type_name(type.id()) + ", expected float" +
                     std::to_string(8 * want_bytes));
-  const hssize_t n = H5Sget_simple_extent_npoints(space.id());
-  if (n < 0 || (expected_count >= 0 && n != expected_count))
-    throw UserError(w + " has " + std::to_string(n) + " elements, expected " +
+  const hssize_t points = H5Sget_simple_extent_npoints(space.id());
+  if (points < 0 || (expected_count >= 0 && points != expected_count))
+    throw UserError(w + " has " + std::to_string(points) + " elements, expected " +
                     std::to_string(expected_count));
-  Tensor t(Shape{static_cast<int64_t>(n)}, dtype);
-  if (n > 0)
-    h5_check(H5Dread(d.id(), dtype == DType::F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL,
-                     H5P_DEFAULT, t.raw()),
-             w + " cannot be read");
-  const uint32_t stored = static_cast<uint32_t>(read_attr_i64(d.id(), "crc32", w));
-  const uint32_t actual = crc32_bytes(t.raw(), t.num_bytes());
+  n = static_cast<int64_t>(points);
+  return d;
+}
+
+void check_crc(hid_t dataset, uint32_t actual, const std::string& w) {
+  const uint32_t stored = static_cast<uint32_t>(read_attr_i64(dataset, "crc32", w));
   if (stored != actual) {
     char msg[96];
     std::snprintf(msg, sizeof msg, " is damaged (CRC-32 %08x, stored %08x)", actual, stored);
     throw UserError(w + msg);
   }
+}
+
+}  // namespace
+
+Tensor read_tensor(hid_t loc, const std::string& name, DType dtype, int64_t expected_count,
+                   const std::string& what) {
+  const std::string w = what + ": " + name;
+  int64_t n = 0;
+  H5Handle d = open_floats(loc, name, dtype, expected_count, n, w);
+  Tensor t(Shape{n}, dtype);
+  if (n > 0)
+    h5_check(H5Dread(d.id(), dtype == DType::F32 ? H5T_NATIVE_FLOAT : H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL,
+                     H5P_DEFAULT, t.raw()),
+             w + " cannot be read");
+  check_crc(d.id(), crc32_bytes(t.raw(), t.num_bytes()), w);
   return t;
+}
+
+TensorReader::TensorReader(hid_t loc, const std::string& name, int64_t expected_count,
+                           const std::string& what)
+    : what_(what + ": " + name) {
+  dataset_ = open_floats(loc, name, DType::F32, expected_count, count_, what_);
+  H5Handle space = H5Handle::space(h5_check(H5Dget_space(dataset_.id()), what_));
+  const int rank = h5_check(H5Sget_simple_extent_ndims(space.id()), what_);
+  dims_.assign(static_cast<size_t>(std::max(rank, 1)), 1);
+  if (rank > 0) h5_check(H5Sget_simple_extent_dims(space.id(), dims_.data(), nullptr), what_);
+}
+
+void TensorReader::read(int64_t begin, const Tensor& out) const {
+  HPC_ASSERT(out.dtype() == DType::F32 && out.device() == Device::CPU, "checkpoint pieces are host float32");
+  HPC_ASSERT(begin >= 0 && begin + out.count() <= count_, what_ + ": read past its end");
+  if (out.count() == 0) return;
+  H5Handle space = H5Handle::space(h5_check(H5Dget_space(dataset_.id()), what_));
+  std::vector<hsize_t> start(dims_.size(), 0);
+  bool first = true;
+  select_run(space.id(), dims_, 0, start, static_cast<hsize_t>(begin),
+             static_cast<hsize_t>(begin) + static_cast<hsize_t>(out.count()), first, what_);
+  const auto n = static_cast<hsize_t>(out.count());
+  H5Handle memory = H5Handle::space(h5_check(H5Screate_simple(1, &n, nullptr), what_));
+  h5_check(H5Dread(dataset_.id(), H5T_NATIVE_FLOAT, memory.id(), space.id(), H5P_DEFAULT, out.raw()),
+           what_ + " cannot be read");
+}
+
+PayloadCrc TensorReader::verify(int64_t chunk_elems) const {
+  const Tensor chunk(Shape{std::max<int64_t>(1, std::min(chunk_elems, count_))}, DType::F32);
+  uint32_t crc = 0;
+  for (int64_t begin = 0; begin < count_; begin += chunk_elems) {
+    const Tensor part = chunk.slice(0, Shape{std::min(chunk_elems, count_ - begin)});
+    read(begin, part);
+    crc = crc32_bytes(part.raw(), part.num_bytes(), crc);
+  }
+  check_crc(dataset_.id(), crc, what_);
+  return {crc, static_cast<uint64_t>(count_) * 4};
 }
 
 std::vector<std::string> list_group(hid_t loc, const std::string& name, const std::string& what) {

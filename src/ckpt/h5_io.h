@@ -64,6 +64,26 @@ std::vector<int64_t> read_attr_i64s(hid_t obj, const std::string& name, const st
 // (when expected_count ≥ 0) and its crc32 attribute.
 Tensor read_tensor(hid_t loc, const std::string& name, DType dtype, int64_t expected_count,
                    const std::string& what);
+// A float32 dataset read piece by piece, as flat elements in row-major order: the checkpoint's flat
+// datasets streamed to their owners (ckpt/shard_stream.h) without one rank holding them whole.
+class TensorReader {
+ public:
+  // Checks that `name` exists, is float32 and holds expected_count elements.
+  TensorReader(hid_t loc, const std::string& name, int64_t expected_count, const std::string& what);
+  int64_t count() const { return count_; }
+  // Elements [begin, begin + out.count()) into out (host float32).
+  void read(int64_t begin, const Tensor& out) const;
+  // Reads it all, chunk_elems at a time, and checks its crc32 attribute (UserError "… is damaged");
+  // returns the CRC-32 and byte length, for the file's checksum.
+  PayloadCrc verify(int64_t chunk_elems) const;
+
+ private:
+  std::string what_;
+  std::vector<hsize_t> dims_;
+  H5Handle dataset_;
+  int64_t count_ = 0;
+};
+
 // Names of the members of group `name`, in name order; empty when the group is absent.
 std::vector<std::string> list_group(hid_t loc, const std::string& name, const std::string& what);
 

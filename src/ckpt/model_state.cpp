@@ -135,6 +135,10 @@ const Tensor& optimizer_state_of(const Checkpoint& c, const std::string& name) {
   return find(c.optimizer_state, name).value;
 }
 
+size_t flat_dataset_of(const Checkpoint& c, const std::string& name) {
+  return 1 + static_cast<size_t>(&find(c.optimizer_state, name) - c.optimizer_state.data());
+}
+
 void restore(const Checkpoint& c, const Tensor& params, nn::Model& model, optim::Optimizer& optimizer) {
   assign(params, c.params, "parameters");
   for (auto& [name, t] : model.buffers()) assign(t, find(c.buffers, name).value, name);
@@ -154,17 +158,29 @@ RunLayout layout_of(nn::Model& model, optim::Optimizer& optimizer, const std::st
 }
 
 std::optional<Resume> locate_resume(const std::string& resume, const std::string& run_dir,
-                                    std::vector<std::string>& log) {
+                                    std::vector<std::string>& log, FlatData flat) {
   if (resume.empty()) return std::nullopt;
-  if (resume != "auto") return Resume{read_checkpoint(resume), resume};
-  Found found = find_newest_valid(run_dir);
-  for (const std::string& s : found.skipped) log.push_back("skipping a damaged checkpoint: " + s);
-  if (found.checkpoint) return Resume{std::move(*found.checkpoint), found.path};
-  if (!found.skipped.empty())
-    throw UserError("--resume auto: " + run_dir + " holds " + std::to_string(found.skipped.size()) +
-                    " checkpoint(s) and none is readable (first: " + found.skipped.front() +
-                    "); move them away to start over");
-  return std::nullopt;
+  std::optional<Resume> found;
+  if (resume != "auto") {
+    found = Resume{read_checkpoint(resume, flat), resume, nullptr};
+  } else {
+    Found newest = find_newest_valid(run_dir, flat);
+    for (const std::string& s : newest.skipped) log.push_back("skipping a damaged checkpoint: " + s);
+    if (!newest.checkpoint) {
+      if (!newest.skipped.empty())
+        throw UserError("--resume auto: " + run_dir + " holds " + std::to_string(newest.skipped.size()) +
+                        " checkpoint(s) and none is readable (first: " + newest.skipped.front() +
+                        "); move them away to start over");
+      return std::nullopt;
+    }
+    found = Resume{std::move(*newest.checkpoint), newest.path, nullptr};
+  }
+  if (flat == FlatData::Verify) {
+    std::vector<std::string> states;
+    for (const NamedTensor& s : found->checkpoint.optimizer_state) states.push_back(s.name);
+    found->flat = std::make_unique<FlatFileSource>(found->path, found->checkpoint.num_params(), states);
+  }
+  return found;
 }
 
 }  // namespace hpc::ckpt

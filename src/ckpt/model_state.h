@@ -2,6 +2,7 @@
 // directions, and the choice of the checkpoint that --resume names.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +47,8 @@ void restore(const Checkpoint& c, const Tensor& params, nn::Model& model, optim:
 void restore_buffers(const Checkpoint& c, nn::Model& model);
 // The checkpoint's whole-buffer optimizer state `name` (validated to exist before restore).
 const Tensor& optimizer_state_of(const Checkpoint& c, const std::string& name);
+// Its flat dataset's number in a FlatSource of `c` (1 + its index in c.optimizer_state).
+size_t flat_dataset_of(const Checkpoint& c, const std::string& name);
 
 // A host float32 copy of t, from any device and float dtype (16-bit is converted on its own
 // device: the CPU backend has no 16-bit types). From a GPU the copy lands in pinned memory (plain
@@ -61,14 +64,17 @@ RunLayout layout_of(nn::Model& model, optim::Optimizer& optimizer, const std::st
 struct Resume {
   Checkpoint checkpoint;
   std::string path;
+  // FlatData::Verify: the file's flat datasets, to be streamed to their owners (null with Load).
+  std::unique_ptr<FlatFileSource> flat;
 };
 
 // What --resume asks for: "" → nothing; PATH → that file (any failure is a
 // UserError); auto → the newest valid checkpoint in run_dir, skipping damaged
 // ones (each reported in `log`); nothing when run_dir holds no checkpoint at
 // all. Checkpoints present but none valid is a UserError: starting over
-// silently would throw away the run they belong to.
+// silently would throw away the run they belong to. flat: Verify leaves the
+// parameters and optimizer state in the file (Resume::flat reads them).
 std::optional<Resume> locate_resume(const std::string& resume, const std::string& run_dir,
-                                    std::vector<std::string>& log);
+                                    std::vector<std::string>& log, FlatData flat = FlatData::Load);
 
 }  // namespace hpc::ckpt

@@ -53,9 +53,42 @@ std::vector<NamedTensor> read_named(hid_t f, const std::string& group, int64_t c
   return out;
 }
 
+// A flat dataset's name in the file: 0 the parameters, k > 0 the optimizer state states[k - 1].
+std::string flat_name(size_t k, const std::vector<std::string>& states) {
+  return k == 0 ? "params_flat" : "optimizer/" + states[k - 1];
+}
+
 }  // namespace
 
-Checkpoint read_checkpoint(const std::string& path) {
+struct FlatFileSource::Open {
+  H5Handle file;
+  std::vector<h5::TensorReader> datasets;
+};
+
+FlatFileSource::FlatFileSource(const std::string& path, int64_t num_params,
+                               const std::vector<std::string>& states)
+    : open_(std::make_unique<Open>()) {
+  const std::string what = "checkpoint '" + path + "'";
+  auto lock = data::h5_lock();
+  data::H5QuietErrors quiet;
+  open_->file = open_checkpoint(path, what);
+  for (size_t k = 0; k <= states.size(); ++k)
+    open_->datasets.emplace_back(open_->file.id(), flat_name(k, states), num_params, what);
+}
+
+FlatFileSource::~FlatFileSource() {
+  auto lock = data::h5_lock();  // the handles close under the lock
+  open_.reset();
+}
+
+void FlatFileSource::read(size_t k, int64_t begin, const Tensor& out) {
+  HPC_ASSERT(k < open_->datasets.size(), "checkpoint: no flat dataset " + std::to_string(k));
+  auto lock = data::h5_lock();
+  data::H5QuietErrors quiet;
+  open_->datasets[k].read(begin, out);
+}
+
+Checkpoint read_checkpoint(const std::string& path, FlatData flat) {
   const std::string what = "checkpoint '" + path + "'";
   auto lock = data::h5_lock();  // before every handle: released after they close
   data::H5QuietErrors quiet;
@@ -92,7 +125,17 @@ Checkpoint read_checkpoint(const std::string& path) {
     num_params = h5::read_attr_i64(model.id(), "num_params", what + ": /model");
     check_counter("num_params", num_params, what);  // < 0 would let tensors of any length through
   }
-  c.params = h5::read_tensor(f, "params_flat", DType::F32, num_params, what);
+  // Verify: the flat datasets' CRCs, chunk by chunk, into flat_crcs (the tensors stay undefined).
+  std::vector<PayloadCrc> flat_crcs;
+  auto verify = [&](const std::string& name) {
+    flat_crcs.push_back(h5::TensorReader(f, name, num_params, what).verify(CHUNK_ELEMS));
+  };
+  if (flat == FlatData::Load) {
+    c.params = h5::read_tensor(f, "params_flat", DType::F32, num_params, what);
+  } else {
+    verify("params_flat");
+    c.streamed_count = num_params;
+  }
   c.buffers = read_named(f, "buffers", -1, what);
   {
     if (H5Lexists(f, "optimizer", H5P_DEFAULT) <= 0) throw UserError(what + ": group /optimizer is missing");
@@ -101,7 +144,14 @@ Checkpoint read_checkpoint(const std::string& path) {
     c.optimizer_steps = h5::read_attr_i64(opt.id(), "steps_taken", what + ": /optimizer");
     check_counter("optimizer steps_taken", c.optimizer_steps, what);
   }
-  c.optimizer_state = read_named(f, "optimizer", num_params, what);
+  if (flat == FlatData::Load) {
+    c.optimizer_state = read_named(f, "optimizer", num_params, what);
+  } else {
+    for (const std::string& name : h5::list_group(f, "optimizer", what)) {
+      verify("optimizer/" + name);
+      c.optimizer_state.push_back({name, Tensor()});
+    }
+  }
   {
     if (H5Lexists(f, "rng", H5P_DEFAULT) <= 0) throw UserError(what + ": group /rng is missing");
     H5Handle rng = H5Handle::group(h5_check(H5Gopen2(f, "rng", H5P_DEFAULT), what + ": /rng"));
@@ -141,7 +191,7 @@ Checkpoint read_checkpoint(const std::string& path) {
   }
 
   const uint32_t stored = static_cast<uint32_t>(h5::read_attr_i64(f, "checksum", what));
-  const uint32_t actual = content_checksum(c);
+  const uint32_t actual = content_checksum(c, flat == FlatData::Load ? nullptr : &flat_crcs);
   if (stored != actual) {
     char msg[128];
     std::snprintf(msg, sizeof msg, ": metadata is damaged (checksum %08x, stored %08x)", actual, stored);

@@ -39,9 +39,6 @@
 
 namespace hpc::ckpt {
 
-// Elements of a flat dataset the writer handles at a time (16 MiB of float32).
-constexpr int64_t CHUNK_ELEMS = int64_t{1} << 22;
-
 // What a rank holds of the flat datasets at a save.
 struct ShardSnapshot {
   std::vector<int64_t> bounds;  // world + 1 offsets: every rank's range of the flat datasets

@@ -35,11 +35,11 @@ std::vector<StoredCheckpoint> list_checkpoints(const std::string& dir) {
   return out;
 }
 
-Found find_newest_valid(const std::string& dir) {
+Found find_newest_valid(const std::string& dir, FlatData flat) {
   Found found;
   for (const StoredCheckpoint& s : list_checkpoints(dir)) {
     try {
-      found.checkpoint = read_checkpoint(s.path);
+      found.checkpoint = read_checkpoint(s.path, flat);
       found.path = s.path;
       return found;
     } catch (const UserError& e) {

@@ -31,9 +31,9 @@ struct Found {
   std::vector<std::string> skipped;  // "PATH: reason" for every newer file that failed to read
 };
 
-// The newest checkpoint in `dir` that reads and verifies. Files that fail
+// The newest checkpoint in `dir` that reads and verifies (flat: read_checkpoint's). Files that fail
 // are listed in `skipped` with their one-line reason.
-Found find_newest_valid(const std::string& dir);
+Found find_newest_valid(const std::string& dir, FlatData flat = FlatData::Load);
 
 // After a checkpoint at `written_step` was written: checkpoints with a higher
 // step belong to a timeline this run abandoned (it resumed from an older

@@ -1,7 +1,10 @@
 // Sharding (see sharding.h).
 #include "train/sharding.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <memory>
 
 #include "backend/ops.h"
 #include "core/error.h"
@@ -86,17 +89,44 @@ double Sharding::grad_squares(const Tensor& grads, dist::Communicator& host,
   return sum;
 }
 
-void Sharding::scatter_from_root(const Tensor& full, const Tensor& mine, dist::Communicator& host) const {
+void Sharding::scatter_from_root(ckpt::FlatSource* source, size_t k, const Tensor& mine,
+                                 dist::Communicator& host) const {
   HPC_ASSERT(active() && mine.count() == count(), "scatter_from_root: not this rank's shard");
-  HPC_ASSERT(rank_ != 0 || (full.count() == num_params_ && full.dtype() == DType::F32),
-             "scatter_from_root: rank 0's copy");
+  HPC_ASSERT(rank_ != 0 || source != nullptr, "scatter_from_root: rank 0 reads the file");
+  const Tensor own = mine.view(Shape{mine.count()});
+  // Every range goes in pieces of CHUNK_ELEMS (the last one shorter). Rank 0 alternates two staging
+  // buffers (one read while the other is sent); the others receive into one.
+  const int64_t piece = ckpt::CHUNK_ELEMS;
+  int64_t largest = count();
+  if (rank_ == 0)
+    for (size_t q = 0; q + 1 < bounds_.size(); ++q) largest = std::max(largest, bounds_[q + 1] - bounds_[q]);
+  const Shape staged{std::max<int64_t>(1, std::min(piece, largest))};
+  std::array<Tensor, 2> staging{Tensor(staged, DType::F32),
+                                rank_ == 0 ? Tensor(staged, DType::F32) : Tensor()};
+  std::unique_ptr<dist::Request> sending;
+  int next = 0;
   for (int q = 0; q < world_; ++q) {
-    const int64_t a = bounds_[static_cast<size_t>(q)], n = bounds_[static_cast<size_t>(q) + 1] - a;
-    if (n == 0) continue;
-    Tensor part = rank_ == 0 ? full.slice(a, Shape{n}) : Tensor(Shape{n}, DType::F32);
-    host.broadcast(part, 0);
-    if (q == rank_) assign(mine, part);
+    if (rank_ != 0 && q != rank_) continue;
+    const int64_t lo = bounds_[static_cast<size_t>(q)], hi = bounds_[static_cast<size_t>(q) + 1];
+    for (int64_t begin = lo; begin < hi; begin += piece) {
+      const int64_t n = std::min(piece, hi - begin);
+      const Tensor part = staging[static_cast<size_t>(next)].slice(0, Shape{n});
+      if (rank_ == 0) {
+        source->read(k, begin, part);  // while the previous piece travels
+        if (q == 0) {
+          assign(own.slice(begin - lo, Shape{n}), part);
+          continue;
+        }
+        if (sending) sending->wait();
+        sending = host.send_async(part, q);
+        next ^= 1;
+      } else {
+        host.recv(part, 0);
+        assign(own.slice(begin - lo, Shape{n}), part);
+      }
+    }
   }
+  if (sending) sending->wait();
 }
 
 }  // namespace hpc::train

@@ -24,8 +24,8 @@
 //
 // Checkpoints keep one layout: full-size datasets written by rank 0, from
 // every rank's snapshot of its shard, a chunk at a time (ckpt/shard_stream.h,
-// at every dist.zero). Resuming, rank 0 reads the file and sends each rank
-// its shard of its copy, one shard per broadcast.
+// at every dist.zero). Resuming, rank 0 verifies the file chunk by chunk, then
+// reads each rank's range of it, a chunk at a time, and sends it there.
 #pragma once
 
 #include <cmath>
@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "ckpt/checkpoint.h"
 #include "core/tensor.h"
 #include "dist/communicator.h"
 
@@ -73,8 +74,11 @@ class Sharding {
   double grad_squares(const Tensor& grads, dist::Communicator& host,
                       const std::vector<std::pair<int64_t, int64_t>>& skip = {}) const;
 
-  // `mine` ← this rank's range of rank 0's host float32 `full` (ignored elsewhere), one shard per broadcast.
-  void scatter_from_root(const Tensor& full, const Tensor& mine, dist::Communicator& host) const;
+  // `mine` ← this rank's range of flat dataset k of rank 0's checkpoint file `source` (ignored elsewhere):
+  // rank 0 reads each rank's range ckpt::CHUNK_ELEMS at a time and sends it (reading the next piece
+  // while one is on its way), so no rank holds more than its shard and two pieces. Every rank calls.
+  void scatter_from_root(ckpt::FlatSource* source, size_t k, const Tensor& mine,
+                         dist::Communicator& host) const;
 
  private:
   int stage_, rank_, world_;

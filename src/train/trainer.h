@@ -207,9 +207,10 @@ class Trainer {
   void settle_writes();
   // Rank 0: the log line (or error) of a finished write; EXIT_IO on a full disk.
   int report_write(const ckpt::WriteResult& r, bool background);
-  // Every rank, after a synchronous save: the peak host memory it added (VmHWM over rss_before);
-  // rank 0 logs the writer's and the largest other rank's, and a metrics record.
-  void report_save_memory(size_t rss_before, double seconds);
+  // Every rank, after a synchronous save or a resume (`what`): the peak host memory it added (VmHWM
+  // over rss_before); rank 0 logs its own (the file's writer or reader) and the largest other rank's,
+  // and a metrics record ("<key>_peak_mb_rank0", "…_others", "<key>_s" = seconds).
+  void report_peak_memory(const char* what, const char* key, size_t rss_before, double seconds);
   void print_checkpoint_policy();
   // Every rank, once the traced steps are done (or the run ends): rank 0 writes log.trace.
   void finish_trace();
@@ -292,6 +293,8 @@ class Trainer {
   StopSignals signals_{false};  // left installed until the process exits (see StopSignals)
   CheckpointPolicy policy_;
   std::optional<ckpt::Resume> resume_;           // rank 0, between the two resume phases
+  size_t resume_rss0_ = 0;                       // every rank: resident memory before the resume
+  double resume_t0_ = 0;                         // and when it began (dist::monotonic_seconds)
   std::unique_ptr<ckpt::AsyncWriter> writer_;    // ckpt.async: every rank (rank 0 writes, the others send)
   std::shared_ptr<ckpt::ShardChannel> channel_;  // several ranks: where the shards travel at a save
   std::unique_ptr<Tracer> tracer_;               // log.trace (always set; off when the option is empty)

@@ -63,9 +63,16 @@ void Trainer::print_checkpoint_policy() {
 }
 
 void Trainer::load_resume_checkpoint() {
+  resume_rss0_ = rss_bytes();  // what the resume costs each rank in host memory, measured
+  reset_peak_rss();
+  resume_t0_ = dist::monotonic_seconds();
   if (!ctx_.is_root() || cfg_.resume.empty()) return;
   std::vector<std::string> log;
-  resume_ = ckpt::locate_resume(cfg_.resume, cfg_.run_dir, log);
+  // ZeRO on one tensor-parallel rank per stage: each rank takes its own range of the file (verified here,
+  // chunk by chunk), so rank 0 never holds the whole state; a split model takes its parts of it whole.
+  const bool streamed = sharding_->active() && grid_.tp() == 1 && !stage_;
+  resume_ = ckpt::locate_resume(cfg_.resume, cfg_.run_dir, log,
+                                streamed ? ckpt::FlatData::Verify : ckpt::FlatData::Load);
   for (const std::string& line : log) std::fprintf(stderr, "hpctrain: warning: %s\n", line.c_str());
   if (!resume_) {
     std::printf("resume: no checkpoint in %s: starting at step 0\n", cfg_.run_dir.c_str());
@@ -128,12 +135,13 @@ void Trainer::apply_resume_checkpoint() {
     for (auto& [name, t] : optimizer_->state())
       take_apart(c ? ckpt::optimizer_state_of(*c, name) : Tensor(), t);
   } else if (sharding_->active()) {
-    // ZeRO: each rank takes its shard of rank 0's whole-buffer copies (a shard per message), then the
+    // ZeRO: rank 0 reads each rank's range of the file and sends it there, a chunk at a time; then the
     // parameters are all-gathered as after every step. The checkpoint may come from any dist.zero.
-    const ckpt::Checkpoint* c = resume_ ? &resume_->checkpoint : nullptr;
-    sharding_->scatter_from_root(c ? c->params : Tensor(), precision_->optimizer_params(), host);
+    ckpt::FlatSource* file = resume_ ? resume_->flat.get() : nullptr;
+    sharding_->scatter_from_root(file, 0, precision_->optimizer_params(), host);
     for (auto& [name, t] : optimizer_->state())
-      sharding_->scatter_from_root(c ? ckpt::optimizer_state_of(*c, name) : Tensor(), t, host);
+      sharding_->scatter_from_root(file, resume_ ? ckpt::flat_dataset_of(resume_->checkpoint, name) : 0, t,
+                                   host);
   } else {
     comm_for(precision_->optimizer_params()).broadcast(precision_->optimizer_params(), 0);
     for (auto& [name, t] : optimizer_->state()) comm_for(t).broadcast(t, 0);
@@ -179,6 +187,7 @@ void Trainer::apply_resume_checkpoint() {
     std::fflush(stdout);
     resume_.reset();
   }
+  report_peak_memory("resume", "resume", resume_rss0_, dist::monotonic_seconds() - resume_t0_);
 }
 
 Tensor Trainer::put_together(const Tensor& t) {
@@ -356,14 +365,14 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
     }
   }
   broadcast(ctx_.host_comm(), out, 0);
-  if (!background && out.saved) report_save_memory(rss0, out.seconds);
+  if (!background && out.saved) report_peak_memory("checkpoint", "save", rss0, out.seconds);
   if (out.exit_code != 0) exit_code_ = static_cast<int>(out.exit_code);
   if (!out.saved) return false;
   policy_.saved(step_, Clock::now(), background ? 0.0 : out.seconds);
   return true;
 }
 
-void Trainer::report_save_memory(size_t rss_before, double seconds) {
+void Trainer::report_peak_memory(const char* what, const char* key, size_t rss_before, double seconds) {
   const SaveMemory mine{static_cast<double>(std::max(peak_rss_bytes(), rss_before) - rss_before) / 1048576.0};
   const std::vector<SaveMemory> all = gather_from_ranks(ctx_.host_comm(), mine);
   if (!ctx_.is_root()) return;
@@ -371,17 +380,20 @@ void Trainer::report_save_memory(size_t rss_before, double seconds) {
   for (size_t r = 0; r < all.size(); ++r) extra[r] = all[r].peak_mb;
   double others = 0;
   for (size_t r = 1; r < extra.size(); ++r) others = std::max(others, extra[r]);
+  const bool save = std::string(key) == "save";
   char line[160];
-  std::snprintf(line, sizeof line, "checkpoint memory: peak +%.1f MiB on rank 0 (the writer)", extra[0]);
+  std::snprintf(line, sizeof line, "%s memory: peak +%.1f MiB on rank 0 (the %s)", what, extra[0],
+                save ? "writer" : "reader");
   std::string out = line;
   if (extra.size() > 1) {
     std::snprintf(line, sizeof line, ", at most +%.1f MiB on another rank", others);
     out += line;
   }
   progress_->line(out);
+  const std::string k = key;
   Record rec;
-  rec.add_int("checkpoint_step", step_).add("save_s", seconds).add("save_peak_mb_rank0", extra[0]);
-  if (extra.size() > 1) rec.add("save_peak_mb_others", others);
+  rec.add_int("checkpoint_step", step_).add(k + "_s", seconds).add(k + "_peak_mb_rank0", extra[0]);
+  if (extra.size() > 1) rec.add(k + "_peak_mb_others", others);
   metrics_.write(rec);
 }
 

@@ -1,6 +1,7 @@
 // Checkpoints: a bit-exact round trip of every field; the per-tensor
 // /params/<name> datasets other tools read; every kind of damage found and
-// named (flipped byte, truncation, foreign file, future version); the run
+// named (flipped byte, truncation, foreign file, future version), also when
+// the flat datasets are only verified and then read in pieces; the run
 // directory bookkeeping (names, newest valid, pruning, stale timelines,
 // leftovers of killed writers); resume compatibility; model/optimizer
 // capture and restore.
@@ -12,8 +13,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "ckpt/checkpoint.h"
+#include "ckpt/h5_io.h"
 #include "ckpt/model_state.h"
 #include "ckpt/store.h"
 #include "ckpt/validate.h"
@@ -100,9 +103,9 @@ void set_int_attr(const std::string& path, const char* name, int64_t value) {
 }
 
 // read_checkpoint must fail with a UserError whose message contains `part`.
-void expect_read_error(const std::string& path, const std::string& part) {
+void expect_read_error(const std::string& path, const std::string& part, FlatData flat = FlatData::Load) {
   try {
-    read_checkpoint(path);
+    read_checkpoint(path, flat);
     ADD_FAILURE() << "reading " << path << " should fail with '" << part << "'";
   } catch (const UserError& e) {
     const std::string msg = e.what();
@@ -190,11 +193,52 @@ TEST(Checkpoint, DamageIsFoundAndNamed) {
     fs::copy_file(good, bad, fs::copy_options::overwrite_existing);
     flip_byte(bad, static_cast<off_t>(dataset_offset(bad, name) + 5));
     expect_read_error(bad, std::string(name).substr(1) + " is damaged");
+    expect_read_error(bad, std::string(name).substr(1) + " is damaged", FlatData::Verify);
   }
   const std::string meta = dir / "meta.h5";
   fs::copy_file(good, meta);
   set_int_attr(meta, "step", 41);
   expect_read_error(meta, "metadata is damaged");
+}
+
+// A sharded resume verifies the flat datasets chunk by chunk without keeping them, then reads each
+// rank's range: the same metadata and the same bytes as a whole read.
+TEST(Checkpoint, VerifiedFlatDatasetsAreReadInPieces) {
+  TempDir dir;
+  const std::string path = dir / "c.h5";
+  const Checkpoint c = sample();
+  write_checkpoint(path, c, nullptr, 4);
+  const Checkpoint whole = read_checkpoint(path);
+  const Checkpoint verified = read_checkpoint(path, FlatData::Verify);
+  EXPECT_FALSE(verified.params.defined());
+  EXPECT_EQ(verified.num_params(), 15);
+  ASSERT_EQ(verified.optimizer_state.size(), 2u);
+  EXPECT_EQ(verified.optimizer_state[1].name, "exp_avg_sq");
+  EXPECT_FALSE(verified.optimizer_state[1].value.defined());
+  EXPECT_EQ(verified.step, whole.step);
+  EXPECT_EQ(verified.log_window.size(), whole.log_window.size());
+  EXPECT_TRUE(same_bytes(verified.buffers[1].value, whole.buffers[1].value));
+
+  EXPECT_EQ(flat_dataset_of(verified, "exp_avg_sq"), 2u);
+  {
+    FlatFileSource file(path, 15, {"exp_avg", "exp_avg_sq"});
+    for (const auto& [k, begin, n] :
+         {std::tuple<size_t, int64_t, int64_t>{0, 0, 15}, {0, 3, 7}, {2, 10, 5}, {1, 14, 1}}) {
+      Tensor part(Shape{n}, DType::F32);
+      file.read(k, begin, part);
+      const Tensor& all = k == 0 ? c.params : c.optimizer_state[k - 1].value;
+      EXPECT_TRUE(same_bytes(part, all.slice(begin, Shape{n}))) << "dataset " << k << " at " << begin;
+    }
+  }
+  // The chunked CRC is the whole dataset's, whatever the chunk.
+  auto lock = data::h5_lock();
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  for (int64_t chunk : {1, 4, 15, 64})
+    EXPECT_EQ(h5::TensorReader(f, "params_flat", 15, "test").verify(chunk).crc,
+              h5::crc32_bytes(c.params.raw(), c.params.num_bytes()))
+        << "chunk " << chunk;
+  EXPECT_THROW(h5::TensorReader(f, "params_flat", 16, "test"), UserError);
+  H5Fclose(f);
 }
 
 TEST(Checkpoint, TruncatedForeignMissingAndFutureFilesAreRefused) {
@@ -252,6 +296,20 @@ TEST(CheckpointStore, NamesListAndNewestValid) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->checkpoint.step, 30);
   EXPECT_EQ(log.size(), 1u);
+  EXPECT_FALSE(r->flat) << "loaded whole: nothing left to stream";
+  // Verified only: a flipped byte of a newer file's optimizer state is found without loading it.
+  flip_byte(checkpoint_path(dir.str(), 30),
+            static_cast<off_t>(dataset_offset(checkpoint_path(dir.str(), 30), "/optimizer/exp_avg") + 9));
+  log.clear();
+  auto v = locate_resume("auto", dir.str(), log, FlatData::Verify);
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->checkpoint.step, 5);
+  ASSERT_EQ(log.size(), 3u);  // 120 truncated, 30 damaged, 7 garbage
+  EXPECT_NE(log[1].find("optimizer/exp_avg is damaged"), std::string::npos) << log[1];
+  ASSERT_TRUE(v->flat);
+  Tensor first(Shape{2}, DType::F32);
+  v->flat->read(1, 0, first);
+  EXPECT_TRUE(same_bytes(first, sample(5).optimizer_state[0].value.slice(0, Shape{2})));
   EXPECT_FALSE(locate_resume("", dir.str(), log));
   EXPECT_FALSE(locate_resume("auto", dir / "empty-run", log)) << "no checkpoint at all: a fresh start";
   EXPECT_THROW(locate_resume(dir / "ckpt-7.h5", dir.str(), log), UserError)
