@@ -198,5 +198,6 @@ bad 1 "dist.pp_split: needs pipeline parallelism" "${llama[@]}" --dist.pp_split 
 bad 2 "multiple" --data.path "$TMP/gpl.h5" --model.preset llama-tiny --model.layers 4 --train.batch_size 6 --train.micro_batches 3 --dist.pp 2 --dist.pp_virtual 2
 bad 2 "fewer blocks|blocks" "${llama[@]}" --dist.pp 2 --dist.pp_virtual 3
 bad 2 "dist.zero 3" "${llama[@]}" --dist.pp 2 --dist.zero 3
+bad 2 "cannot start from --model.init" "${llama[@]}" --dist.pp 2 --model.init "$(ckpt_of "$TMP/l-pp1")"
 bad 2 "BatchNorm" --data.path "$(mnist_h5)" --model.preset cnn --dist.pp 2 --train.micro_batches 2
-pass "bad input: too few micro-batches, an indivisible batch, pp not dividing the world, too few blocks, bad splits, interleaving over micro-batches that are no multiple of the stages or too few blocks, zero 3, a BatchNorm model: exit 2 each"
+pass "bad input: too few micro-batches, an indivisible batch, pp not dividing the world, too few blocks, bad splits, interleaving over micro-batches that are no multiple of the stages or too few blocks, zero 3, --model.init, a BatchNorm model: exit 2 each"
