@@ -149,6 +149,22 @@ void select_run(hid_t space, const std::vector<hsize_t>& dims, size_t d, std::ve
   if (b % inner != 0) part(r1, 0, b % inner);
 }
 
+// The dataset's selection of its flat elements [begin, begin + n) (row-major) and the memory space of
+// n contiguous values: what a piece-by-piece read or write passes to H5Dread / H5Dwrite.
+struct Selection {
+  H5Handle file, memory;
+};
+Selection select_elements(hid_t dataset, const std::vector<hsize_t>& dims, int64_t begin, int64_t n,
+                          const std::string& what) {
+  Selection at{H5Handle::space(h5_check(H5Dget_space(dataset), what)), H5Handle()};
+  std::vector<hsize_t> start(dims.size(), 0);
+  bool first = true;
+  const auto from = static_cast<hsize_t>(begin), count = static_cast<hsize_t>(n);
+  select_run(at.file.id(), dims, 0, start, from, from + count, first, what);
+  at.memory = H5Handle::space(h5_check(H5Screate_simple(1, &count, nullptr), what));
+  return at;
+}
+
 }  // namespace
 
 TensorWriter::TensorWriter(hid_t loc, const std::string& name, const Shape& shape, const std::string& what)
@@ -167,14 +183,8 @@ void TensorWriter::write(const Tensor& values) {
   HPC_ASSERT(values.dtype() == DType::F32 && values.device() == Device::CPU,
              "checkpoint pieces are host float32");
   if (values.count() == 0) return;
-  H5Handle space = H5Handle::space(h5_check(H5Dget_space(dataset_.id()), what_));
-  std::vector<hsize_t> start(dims_.size(), 0);
-  bool first = true;
-  select_run(space.id(), dims_, 0, start, static_cast<hsize_t>(written_),
-             static_cast<hsize_t>(written_) + static_cast<hsize_t>(values.count()), first, what_);
-  const auto n = static_cast<hsize_t>(values.count());
-  H5Handle memory = H5Handle::space(h5_check(H5Screate_simple(1, &n, nullptr), what_));
-  h5_check(H5Dwrite(dataset_.id(), H5T_NATIVE_FLOAT, memory.id(), space.id(), H5P_DEFAULT, values.raw()),
+  const Selection at = select_elements(dataset_.id(), dims_, written_, values.count(), what_);
+  h5_check(H5Dwrite(dataset_.id(), H5T_NATIVE_FLOAT, at.memory.id(), at.file.id(), H5P_DEFAULT, values.raw()),
            what_);
   crc_ = crc32_bytes(values.raw(), values.num_bytes(), crc_);
   written_ += values.count();
@@ -300,14 +310,8 @@ void TensorReader::read(int64_t begin, const Tensor& out) const {
   HPC_ASSERT(out.dtype() == DType::F32 && out.device() == Device::CPU, "checkpoint pieces are host float32");
   HPC_ASSERT(begin >= 0 && begin + out.count() <= count_, what_ + ": read past its end");
   if (out.count() == 0) return;
-  H5Handle space = H5Handle::space(h5_check(H5Dget_space(dataset_.id()), what_));
-  std::vector<hsize_t> start(dims_.size(), 0);
-  bool first = true;
-  select_run(space.id(), dims_, 0, start, static_cast<hsize_t>(begin),
-             static_cast<hsize_t>(begin) + static_cast<hsize_t>(out.count()), first, what_);
-  const auto n = static_cast<hsize_t>(out.count());
-  H5Handle memory = H5Handle::space(h5_check(H5Screate_simple(1, &n, nullptr), what_));
-  h5_check(H5Dread(dataset_.id(), H5T_NATIVE_FLOAT, memory.id(), space.id(), H5P_DEFAULT, out.raw()),
+  const Selection at = select_elements(dataset_.id(), dims_, begin, out.count(), what_);
+  h5_check(H5Dread(dataset_.id(), H5T_NATIVE_FLOAT, at.memory.id(), at.file.id(), H5P_DEFAULT, out.raw()),
            what_ + " cannot be read");
 }
 
