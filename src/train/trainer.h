@@ -207,10 +207,10 @@ class Trainer {
   void settle_writes();
   // Rank 0: the log line (or error) of a finished write; EXIT_IO on a full disk.
   int report_write(const ckpt::WriteResult& r, bool background);
-  // Every rank, after a synchronous save or a resume (`what`): the peak host memory it added (VmHWM
-  // over rss_before); rank 0 logs its own (the file's writer or reader) and the largest other rank's,
-  // and a metrics record ("<key>_peak_mb_rank0", "…_others", "<key>_s" = seconds).
-  void report_peak_memory(const char* what, const char* key, size_t rss_before, double seconds);
+  // Every rank, after a synchronous save (or a resume, save false): the peak host memory it added
+  // (VmHWM over rss_before); rank 0 logs its own (the file's writer or reader) and the largest other
+  // rank's, and a metrics record (save_s, save_peak_mb_rank0, …_others; resume_… for a resume).
+  void report_peak_memory(bool save, size_t rss_before, double seconds);
   void print_checkpoint_policy();
   // Every rank, once the traced steps are done (or the run ends): rank 0 writes log.trace.
   void finish_trace();

@@ -187,7 +187,7 @@ void Trainer::apply_resume_checkpoint() {
     std::fflush(stdout);
     resume_.reset();
   }
-  report_peak_memory("resume", "resume", resume_rss0_, dist::monotonic_seconds() - resume_t0_);
+  report_peak_memory(false, resume_rss0_, dist::monotonic_seconds() - resume_t0_);
 }
 
 Tensor Trainer::put_together(const Tensor& t) {
@@ -365,14 +365,14 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
     }
   }
   broadcast(ctx_.host_comm(), out, 0);
-  if (!background && out.saved) report_peak_memory("checkpoint", "save", rss0, out.seconds);
+  if (!background && out.saved) report_peak_memory(true, rss0, out.seconds);
   if (out.exit_code != 0) exit_code_ = static_cast<int>(out.exit_code);
   if (!out.saved) return false;
   policy_.saved(step_, Clock::now(), background ? 0.0 : out.seconds);
   return true;
 }
 
-void Trainer::report_peak_memory(const char* what, const char* key, size_t rss_before, double seconds) {
+void Trainer::report_peak_memory(bool save, size_t rss_before, double seconds) {
   const SaveMemory mine{static_cast<double>(std::max(peak_rss_bytes(), rss_before) - rss_before) / 1048576.0};
   const std::vector<SaveMemory> all = gather_from_ranks(ctx_.host_comm(), mine);
   if (!ctx_.is_root()) return;
@@ -380,17 +380,16 @@ void Trainer::report_peak_memory(const char* what, const char* key, size_t rss_b
   for (size_t r = 0; r < all.size(); ++r) extra[r] = all[r].peak_mb;
   double others = 0;
   for (size_t r = 1; r < extra.size(); ++r) others = std::max(others, extra[r]);
-  const bool save = std::string(key) == "save";
   char line[160];
-  std::snprintf(line, sizeof line, "%s memory: peak +%.1f MiB on rank 0 (the %s)", what, extra[0],
-                save ? "writer" : "reader");
+  std::snprintf(line, sizeof line, "%s memory: peak +%.1f MiB on rank 0 (the %s)",
+                save ? "checkpoint" : "resume", extra[0], save ? "writer" : "reader");
   std::string out = line;
   if (extra.size() > 1) {
     std::snprintf(line, sizeof line, ", at most +%.1f MiB on another rank", others);
     out += line;
   }
   progress_->line(out);
-  const std::string k = key;
+  const std::string k = save ? "save" : "resume";
   Record rec;
   rec.add_int("checkpoint_step", step_).add(k + "_s", seconds).add(k + "_peak_mb_rank0", extra[0]);
   if (extra.size() > 1) rec.add(k + "_peak_mb_others", others);
