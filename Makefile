@@ -91,7 +91,7 @@ LIB_SRC := $(filter-out src/main.cpp $(NOCUDA_SRC),$(ALL_SRC))
 ifeq ($(CUDA),1)
   CU_SRC    := $(shell find src kernels -name '*.cu' 2>/dev/null | sort)
   CPPFLAGS  += -I$(CUDA_HOME)/include -DHPCTRAIN_CUDA=1
-  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublas -lcudnn -lnccl
+  LDLIBS    += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcudnn -lnccl
   NVCCFLAGS := -O3 -std=c++20 $(foreach a,$(CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
                -Xcompiler "-Wall -Wextra" --expt-relaxed-constexpr
 else

@@ -13,11 +13,11 @@
 // a destructor must never throw or abort.
 #pragma once
 
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <nccl.h>
 
+#include "backend/cuda/cublas_api.h"
 #include "core/check.h"
 
 namespace hpc::backend::cuda {
@@ -45,8 +45,9 @@ const char* hint_for(int exit_code);
 // After every kernel launch: a bad configuration (too many threads, too much
 // shared memory) is reported here, at the launch, not at some later call.
 #define cudaLaunchCheck() cudaCheck(cudaGetLastError())
-#define cublasCheck(call) \
-  HPC_CUDA_CHECK("cuBLAS", call, hpc_rc_ != CUBLAS_STATUS_SUCCESS, cublasGetStatusString(hpc_rc_))
+#define cublasCheck(call)                                          \
+  HPC_CUDA_CHECK("cuBLAS", call, hpc_rc_ != CUBLAS_STATUS_SUCCESS, \
+                 ::hpc::backend::cuda::cublas_api().status_string(hpc_rc_))
 #define cudnnCheck(call) \
   HPC_CUDA_CHECK("cuDNN", call, hpc_rc_ != CUDNN_STATUS_SUCCESS, cudnnGetErrorString(hpc_rc_))
 // ncclInProgress: a non-blocking communicator's call has been queued (nccl_comm.cu polls it).

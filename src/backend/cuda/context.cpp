@@ -13,7 +13,8 @@ void destroy_failed(cudaError_t e) {
     std::fprintf(stderr, "hpctrain: warning: releasing a CUDA resource failed: %s\n", cudaGetErrorString(e));
 }
 void destroy_failed(cublasStatus_t s) {
-  std::fprintf(stderr, "hpctrain: warning: releasing a cuBLAS handle failed: %s\n", cublasGetStatusString(s));
+  std::fprintf(stderr, "hpctrain: warning: releasing a cuBLAS handle failed: %s\n",
+               cublas_api().status_string(s));
 }
 void destroy_failed(cudnnStatus_t s) {
   std::fprintf(stderr, "hpctrain: warning: releasing a cuDNN resource failed: %s\n", cudnnGetErrorString(s));
@@ -39,9 +40,9 @@ Context::~Context() {
 cublasHandle_t Context::cublas() {
   if (!cublas_) {
     cublasHandle_t h = nullptr;
-    cublasCheck(cublasCreate(&h));
+    cublasCheck(cublas_api().create(&h));
     cublas_ = CublasHandle(h);
-    cublasCheck(cublasSetStream(h, compute_));
+    cublasCheck(cublas_api().set_stream(h, compute_));
   }
   return cublas_;
 }

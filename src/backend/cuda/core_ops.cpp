@@ -136,14 +136,14 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const
   const int lda = as_int(ma.cols, "lda"), ldb = as_int(mb.cols, "ldb"), ldc = as_int(mc.cols, "ldc");
   cublasHandle_t h = Context::get().cublas();
   if (c.dtype() == DType::F64) {
-    cublasCheck(cublasGemmEx(h, op_b, op_a, as_int(n, "n"), as_int(m, "m"), as_int(k, "k"), &alpha, mb.data,
-                             type, ldb, ma.data, type, lda, &beta, mc.data, type, ldc, CUBLAS_COMPUTE_64F,
-                             CUBLAS_GEMM_DEFAULT));
+    cublasCheck(cublas_api().gemm_ex(h, op_b, op_a, as_int(n, "n"), as_int(m, "m"), as_int(k, "k"), &alpha,
+                                     mb.data, type, ldb, ma.data, type, lda, &beta, mc.data, type, ldc,
+                                     CUBLAS_COMPUTE_64F, CUBLAS_GEMM_DEFAULT));
   } else {
     const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);
-    cublasCheck(cublasGemmEx(h, op_b, op_a, as_int(n, "n"), as_int(m, "m"), as_int(k, "k"), &alpha_f, mb.data,
-                             type, ldb, ma.data, type, lda, &beta_f, mc.data, type, ldc, CUBLAS_COMPUTE_32F,
-                             CUBLAS_GEMM_DEFAULT));
+    cublasCheck(cublas_api().gemm_ex(h, op_b, op_a, as_int(n, "n"), as_int(m, "m"), as_int(k, "k"), &alpha_f,
+                                     mb.data, type, ldb, ma.data, type, lda, &beta_f, mc.data, type, ldc,
+                                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
   if (mc.data != c_out.data) {  // the corner of the padded C
     const size_t elem = dtype_size(c.dtype()), width = size_t(c_out.cols) * elem;

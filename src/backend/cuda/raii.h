@@ -55,7 +55,7 @@ class Owned {
 
 using Stream = Owned<cudaStream_t, cudaStreamDestroy>;
 using Event = Owned<cudaEvent_t, cudaEventDestroy>;
-using CublasHandle = Owned<cublasHandle_t, cublasDestroy>;
+using CublasHandle = Owned<cublasHandle_t, destroy_cublas>;
 using CudnnHandle = Owned<cudnnHandle_t, cudnnDestroy>;
 using TensorDescriptor = Owned<cudnnTensorDescriptor_t, cudnnDestroyTensorDescriptor>;
 using FilterDescriptor = Owned<cudnnFilterDescriptor_t, cudnnDestroyFilterDescriptor>;

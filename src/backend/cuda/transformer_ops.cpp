@@ -135,13 +135,13 @@ void run_gemm(const kernels::CublasGemm& g, const AttnBuffers& buf, DType dtype)
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   if (dtype == DType::F64) {
-    cublasCheck(cublasGemmStridedBatchedEx(
+    cublasCheck(cublas_api().gemm_strided_batched_ex(
         h, op_a, op_b, as_int(g.m), as_int(g.n), as_int(g.k), &g.alpha, buf.at(g.a), type, as_int(g.a.ld),
         g.a.batch_stride, buf.at(g.b), type, as_int(g.b.ld), g.b.batch_stride, &g.beta, buf.at(g.c), type,
         as_int(g.c.ld), g.c.batch_stride, as_int(g.batch), CUBLAS_COMPUTE_64F, CUBLAS_GEMM_DEFAULT));
   } else {
     const float alpha = static_cast<float>(g.alpha), beta = static_cast<float>(g.beta);
-    cublasCheck(cublasGemmStridedBatchedEx(
+    cublasCheck(cublas_api().gemm_strided_batched_ex(
         h, op_a, op_b, as_int(g.m), as_int(g.n), as_int(g.k), &alpha, buf.at(g.a), type, as_int(g.a.ld),
         g.a.batch_stride, buf.at(g.b), type, as_int(g.b.ld), g.b.batch_stride, &beta, buf.at(g.c), type,
         as_int(g.c.ld), g.c.batch_stride, as_int(g.batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
