@@ -32,8 +32,10 @@ void assign(const Tensor& dst, const Tensor& src, const std::string& name) {
 namespace {
 
 // host_f32(t), written into `reuse` when that is a host float32 tensor of t's size
-// (the previous snapshot's memory: already touched, so a snapshot is one copy).
-Tensor host_f32_into(const Tensor& t, const Tensor& reuse) {
+// (the previous snapshot's memory: already touched, so a snapshot is one copy); with
+// Snapshot::Borrow, t itself when it is host float32 already.
+Tensor host_f32_into(const Tensor& t, const Tensor& reuse, Snapshot how = Snapshot::Copy) {
+  if (how == Snapshot::Borrow && t.dtype() == DType::F32 && t.device() == Device::CPU) return t;
   if (t.dtype() != DType::F32 || !reuse.defined() || reuse.dtype() != DType::F32 ||
       reuse.device() != Device::CPU || reuse.count() != t.count())
     return host_f32(t);
@@ -43,12 +45,12 @@ Tensor host_f32_into(const Tensor& t, const Tensor& reuse) {
 }
 
 std::vector<NamedTensor> capture_named(const std::vector<std::pair<std::string, Tensor>>& from,
-                                       std::vector<NamedTensor> previous) {
+                                       std::vector<NamedTensor> previous, Snapshot how = Snapshot::Copy) {
   std::vector<NamedTensor> out;
   for (size_t i = 0; i < from.size(); ++i) {
     const auto& [name, t] = from[i];
     const bool same = i < previous.size() && previous[i].name == name;
-    out.push_back({name, host_f32_into(t, same ? previous[i].value : Tensor())});
+    out.push_back({name, host_f32_into(t, same ? previous[i].value : Tensor(), how)});
   }
   return out;
 }
@@ -75,13 +77,14 @@ void capture_entries(const nn::Model& model, Checkpoint& c) {
 
 }  // namespace
 
-void capture(const Tensor& params, nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c) {
+void capture(const Tensor& params, nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c,
+             Snapshot how) {
   HPC_ASSERT(params.count() == model.num_params() && model.num_params() == model.num_full_params(),
              "checkpoint: the parameter buffer does not fit the model");
   capture_entries(model, c);
-  c.params = host_f32_into(params, c.params).view(Shape{params.count()});
-  c.buffers = capture_named(model.buffers(), std::move(c.buffers));
-  c.optimizer_state = capture_named(optimizer.state(), std::move(c.optimizer_state));
+  c.params = host_f32_into(params, c.params, how).view(Shape{params.count()});
+  c.buffers = capture_named(model.buffers(), std::move(c.buffers), how);
+  c.optimizer_state = capture_named(optimizer.state(), std::move(c.optimizer_state), how);
   c.optimizer_steps = optimizer.steps_taken();
 }
 
@@ -109,13 +112,13 @@ void capture_layout(nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c
 }
 
 void capture_shard(const Tensor& params, optim::Optimizer& optimizer, const std::vector<int64_t>& bounds,
-                   int rank, ShardSnapshot& s) {
+                   int rank, ShardSnapshot& s, Snapshot how) {
   const int64_t lo = bounds[static_cast<size_t>(rank)], hi = bounds[static_cast<size_t>(rank) + 1];
   auto range = [&](const Tensor& t, const Tensor& reuse) {
     const Tensor flat = t.view(Shape{t.count()});
     HPC_ASSERT(t.count() == bounds.back() || t.count() == hi - lo,
                "checkpoint: a state tensor is neither whole nor this rank's shard");
-    return host_f32_into(t.count() == bounds.back() ? flat.slice(lo, Shape{hi - lo}) : flat, reuse);
+    return host_f32_into(t.count() == bounds.back() ? flat.slice(lo, Shape{hi - lo}) : flat, reuse, how);
   };
   s.bounds = bounds;
   s.rank = rank;

@@ -15,6 +15,13 @@
 
 namespace hpc::ckpt {
 
+// What a capture does with host float32 state: Copy it (the model goes on
+// training while the snapshot is written: an asynchronous save), or Borrow
+// it (views of the live tensors: the caller writes the snapshot before
+// anything changes them, a synchronous save, and so adds no memory).
+// 16-bit or device tensors are always converted into host copies.
+enum class Snapshot { Copy, Borrow };
+
 // Copies the parameters (with one ParamEntry per tensor), BatchNorm buffers,
 // optimizer state and step counter into `c`, as host float32 copies (so the
 // model may go on training while `c` is written). `params` is the flat
@@ -23,7 +30,8 @@ namespace hpc::ckpt {
 // live on the GPU and be 16-bit; they are converted on their device first.
 // Host tensors already in `c` of the right size (an earlier snapshot's) are
 // reused: the asynchronous writer hands its finished snapshot back for this.
-void capture(const Tensor& params, nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c);
+void capture(const Tensor& params, nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c,
+             Snapshot how = Snapshot::Copy);
 // A model split over a tensor-parallel group: the unsplit model's flat parameters and optimizer state
 // (host float32, put together from every rank's parts by the trainer, train/tp_state.h), taken as
 // they are; the entries are the unsplit ones (ParamInfo::full_offset, full_shape).
@@ -33,10 +41,11 @@ void capture_unsplit(const Tensor& params, nn::Model& model, std::vector<NamedTe
 // the flat datasets, of which it keeps the names and the length (Checkpoint::streamed_count), and
 // every rank's ShardSnapshot its range [bounds[rank], bounds[rank + 1]) of them. capture_shard takes
 // that range of `params` and of the optimizer's state, which are either whole (and sliced here) or
-// exactly the range (ZeRO); host float32 copies, into the tensors `s` already has when they fit.
+// exactly the range (ZeRO); host float32 copies, into the tensors `s` already has when they fit
+// (or, Snapshot::Borrow, views of the live range).
 void capture_layout(nn::Model& model, optim::Optimizer& optimizer, Checkpoint& c);
 void capture_shard(const Tensor& params, optim::Optimizer& optimizer, const std::vector<int64_t>& bounds,
-                   int rank, ShardSnapshot& s);
+                   int rank, ShardSnapshot& s, Snapshot how = Snapshot::Copy);
 
 // Copies `c` into `params` (as above), the model's buffers and the optimizer
 // (after check_resumable passed), converting to each tensor's dtype and

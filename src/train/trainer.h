@@ -184,8 +184,9 @@ class Trainer {
   // Every rank: the training state as one portable checkpoint, filled in on rank 0. The one place
   // where state is gathered: every rank's logging window, ZeRO's shards (shard by shard into
   // rank 0's host copies); more parallelism gathers its pieces here, so that the file always
-  // holds whole tensors in one layout and any run can resume from it.
-  void gather_checkpoint(ckpt::Checkpoint& c);
+  // holds whole tensors in one layout and any run can resume from it. `how`: host copies for a
+  // background write, views of the live state for a synchronous one (ckpt/model_state.h).
+  void gather_checkpoint(ckpt::Checkpoint& c, ckpt::Snapshot how);
   // Tensor parallelism (train/tp_state.h), every rank: t's unsplit flat tensor (host float32) on
   // rank 0, undefined elsewhere; and `mine` (this rank's parts, its ZeRO shard of them) from rank
   // 0's unsplit tensor.

@@ -254,7 +254,7 @@ void Trainer::stop(const std::string& why) {
   exit_code_ = saved ? EXIT_REQUEUE : exit_code_ == EXIT_IO ? EXIT_IO : EXIT_BAD_INPUT;
 }
 
-void Trainer::gather_checkpoint(ckpt::Checkpoint& c) {
+void Trainer::gather_checkpoint(ckpt::Checkpoint& c, ckpt::Snapshot how) {
   // Every rank's open logging window, and its step: they must all be equal here. The file keeps one
   // window per data-parallel replica (the ranks of a tp group hold the same sums).
   LogWindowSums mine = window_;
@@ -303,7 +303,7 @@ void Trainer::gather_checkpoint(ckpt::Checkpoint& c) {
   else if (channel_)
     ckpt::capture_layout(*model_, *optimizer_, c);
   else
-    ckpt::capture(precision_->optimizer_params(), *model_, *optimizer_, c);
+    ckpt::capture(precision_->optimizer_params(), *model_, *optimizer_, c, how);
   if (precision_->dynamic_scaling()) {
     const DynamicLossScale::State l = precision_->scaler().state();
     c.loss_scaling = ckpt::LossScaling{l.scale, l.good_steps, l.skipped_steps, l.consecutive_skips};
@@ -330,15 +330,17 @@ bool Trainer::save_checkpoint(const std::string& why, bool wait) {
   broadcast(ctx_.host_comm(), out, 0);
   ckpt::WriteJob job;
   if (background) job = writer_->take_spare();  // the last snapshot's memory, reused
+  // A synchronous save writes the live state (nothing changes it until the write is done): no copy.
+  const ckpt::Snapshot how = background ? ckpt::Snapshot::Copy : ckpt::Snapshot::Borrow;
   // Several ranks: each snapshots its own range of the flat state, and rank 0 writes the file from
   // every rank's pieces, a chunk at a time (ckpt/shard_stream.h): no rank holds more than its shard.
   if (channel_) {
     ckpt::capture_shard(precision_->optimizer_params(), *optimizer_, sharding_->bounds(), ctx_.rank(),
-                        job.shard);
+                        job.shard, how);
     job.channel = channel_;
     job.serve = !ctx_.is_root();
   }
-  gather_checkpoint(job.checkpoint);
+  gather_checkpoint(job.checkpoint, how);
   job.step = step_;
   if (ctx_.is_root()) {
     job.path = ckpt::checkpoint_path(cfg_.run_dir, step_);

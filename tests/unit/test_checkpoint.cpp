@@ -421,3 +421,42 @@ TEST(CheckpointModelState, CaptureAndRestoreRoundTrip) {
   EXPECT_TRUE(same_bytes(other_opt->state()[0].second, opt->state()[0].second));
   EXPECT_EQ(other_opt->steps_taken(), 1);
 }
+
+// A synchronous save borrows the live float32 state (no copy, no memory); a background one copies it,
+// so that training may change the live tensors while the snapshot is written.
+TEST(CheckpointModelState, BorrowedSnapshotViewsTheLiveStateAndCopyDoesNot) {
+  nn::Model model("linear(5) relu linear(3)", Shape{4}, DType::F32, 7);
+  OptimConfig oc;
+  oc.name = OptimizerKind::Adam;
+  auto opt = optim::Optimizer::create(oc, model.params(), optim::decay_ranges_of(model.param_info()));
+  const std::vector<std::pair<std::string, Tensor>> state = opt->state();
+  Checkpoint borrowed, copied;
+  capture(model.params(), model, *opt, borrowed, Snapshot::Borrow);
+  capture(model.params(), model, *opt, copied, Snapshot::Copy);
+  EXPECT_EQ(borrowed.params.data<float>(), model.params().data<float>());
+  EXPECT_NE(copied.params.data<float>(), model.params().data<float>());
+  EXPECT_TRUE(same_bytes(borrowed.params, copied.params));
+  ASSERT_EQ(borrowed.optimizer_state.size(), state.size());
+  for (size_t i = 0; i < state.size(); ++i) {
+    EXPECT_EQ(borrowed.optimizer_state[i].value.data<float>(), state[i].second.data<float>());
+    EXPECT_NE(copied.optimizer_state[i].value.data<float>(), state[i].second.data<float>());
+  }
+
+  // A shard: rank 1 of 2 takes [bounds[1], bounds[2]) of the whole tensors, as a view or a copy.
+  const int64_t n = model.num_params();
+  const std::vector<int64_t> bounds = {0, n / 2, n};
+  ShardSnapshot view, copy;
+  capture_shard(model.params(), *opt, bounds, 1, view, Snapshot::Borrow);
+  capture_shard(model.params(), *opt, bounds, 1, copy, Snapshot::Copy);
+  ASSERT_EQ(view.params.count(), n - n / 2);
+  EXPECT_EQ(view.params.data<float>(), model.params().data<float>() + n / 2);
+  EXPECT_NE(copy.params.data<float>(), model.params().data<float>() + n / 2);
+  EXPECT_TRUE(same_bytes(view.params, copy.params));
+  EXPECT_EQ(view.state[0].value.data<float>(), state[0].second.data<float>() + n / 2);
+
+  // Training goes on: the copy keeps the saved values, the borrowed view follows the live tensor.
+  const float saved = copy.params.data<float>()[0];
+  model.params().data<float>()[n / 2] = saved + 1.0f;
+  EXPECT_EQ(copy.params.data<float>()[0], saved);
+  EXPECT_EQ(view.params.data<float>()[0], saved + 1.0f);
+}
