@@ -258,10 +258,12 @@ clean:
 # environment, not on the command line, so `CXXFLAGS +=` above still adds -std=c++20.
 # gcc's runtimes (libasan/libubsan/libtsan of the same gcc that mpicxx wraps): one
 # compiler and libstdc++ for every build, and ccache shares the preprocessing.
+# -g1 (line tables, as the fuzz build's -gline-tables-only): a report's stack names file:line,
+# and the builds take about a third less time than with full debug information.
 ASAN_BUILD ?= build-asan
 TSAN_BUILD ?= build-tsan
-ASAN_CXXFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
-TSAN_CXXFLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+ASAN_CXXFLAGS := -O1 -g1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+TSAN_CXXFLAGS := -O1 -g1 -fno-omit-frame-pointer -fsanitize=thread
 # MPI programs of the sanitizer suites only (tests/sanitizers/test_*.cpp, main() from tests/mpi/harness.h).
 SAN_MPI_BIN = $(patsubst tests/sanitizers/%.cpp,$(1)/tests/sanitizers/%,$(wildcard tests/sanitizers/test_*.cpp))
 ASAN_TARGETS := $(ASAN_BUILD)/hpctrain $(ASAN_BUILD)/hpcdata $(TEST_SRC:tests/unit/%.cpp=$(ASAN_BUILD)/tests/%) \
@@ -299,7 +301,7 @@ FUZZ_CXX     ?= clang++
 FUZZ_SECONDS ?= 30
 FUZZ_SEED    ?= 0
 FUZZ_NAMES   := $(patsubst tests/fuzz/fuzz_%.cpp,%,$(sort $(wildcard tests/fuzz/fuzz_*.cpp)))
-FUZZ_FLAGS   := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+FUZZ_FLAGS   := -O1 -gline-tables-only -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
                 -fno-sanitize-recover=undefined -std=c++20 -pthread -MMD -MP
 # The fuzz targets link objects, not the archive: one of onednn/ and noonednn/ (the lowering, no oneDNN).
 FUZZ_LIB_SRC := $(filter-out src/backend/cuda/% src/backend/nocuda/% $(ONEDNN_SRC),\
