@@ -13,16 +13,20 @@
 #   and the peak host memory it added on rank 0 (the reader) and on the
 #   largest other rank ("resume memory:" line), and rank 0's peak RSS over it.
 # time: gpt-small (model.context 64, batch 4 per rank), 2 ranks: zero 0, zero 3
-#   with prefetch, zero 3 without, interleaved, 3 rounds of 16 steps; the
-#   median over rounds of tokens/s (steps 6–16 of metrics.jsonl), the ratio to
+#   with prefetch, zero 3 without, interleaved, 3 rounds of ZERO3_STEPS (64)
+#   steps; the median over rounds of tokens/s (steps 6 on of metrics.jsonl), the ratio to
 #   zero 0 of the same round, and the share of the step spent waiting for
 #   parameter gathers (gather_ms / step ms).
-# largest: the largest gpt (layers × width, context 64, batch 1, Adam) that
-#   trains 2 steps on 2 ranks with every rank under a memory cap of
-#   ZERO3_CAP_MB (2048) MiB of address space (ulimit -v), at zero 0, 2 and 3.
-#   Run it with a CPU-only build (make CUDA=0 BUILD=build-cpu; BUILD=build-cpu):
-#   the CUDA libraries' mappings count against ulimit -v, and cuDNN aborts the
-#   process when it cannot map its parts (seen with the default build at 2 GiB).
+# largest: the largest gpt (12 layers × width, context 64, batch 1, Adam) that
+#   trains 2 steps and saves its checkpoint on 2 ranks with every rank under a
+#   memory cap of ZERO3_CAP_MB (2048) MiB, at zero 0, 2 and 3. The cap is a
+#   memory cgroup per rank (v1 memory.limit_in_bytes or v2 memory.max, no
+#   swap: a rank over it is killed), so it counts the memory a rank touches;
+#   where no memory cgroup can be made (not root), ulimit -v instead, which
+#   counts reserved address space (thread stacks, malloc arenas, the CUDA
+#   libraries' mappings: run that case with a CPU-only build, make CUDA=0
+#   BUILD=build-cpu; BUILD=build-cpu, as cuDNN aborts when it cannot map its
+#   parts). Prints the peak RSS of the largest fitting run's largest rank.
 # Prints the CPU model and flags and the BLAS core first; never run by make test.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -86,10 +90,10 @@ if [ "$what" = time ] || [ "$what" = all ]; then
       esac
       d="$tmp/t-$v-$round"
       run 2 "$d" --model.preset gpt-small --model.context 64 --optim.name adamw --train.batch_size 4 \
-        --train.steps 16 --log.every 1 "${opts[@]}" || { tail -20 "$d.log" >&2; exit 1; }
-      tps[$v,$round]=$(col "$d" tokens_per_s | sed -n '6,16p' | awk '{ s += $1 } END { print s / NR }')
-      step=$(paste <(col "$d" data_ms) <(col "$d" compute_ms) <(col "$d" comm_ms) | sed -n '6,16p' | awk '{ s += $1 + $2 + $3 } END { print s / NR }')
-      g=$({ col "$d" gather_ms || true; } | sed -n '6,16p' | awk '{ s += $1 } END { print NR ? s / NR : 0 }')  # none at zero 0
+        --train.steps "${ZERO3_STEPS:-64}" --log.every 1 "${opts[@]}" || { tail -20 "$d.log" >&2; exit 1; }
+      tps[$v,$round]=$(col "$d" tokens_per_s | sed -n '6,$p' | awk '{ s += $1 } END { print s / NR }')
+      step=$(paste <(col "$d" data_ms) <(col "$d" compute_ms) <(col "$d" comm_ms) | sed -n '6,$p' | awk '{ s += $1 + $2 + $3 } END { print s / NR }')
+      g=$({ col "$d" gather_ms || true; } | sed -n '6,$p' | awk '{ s += $1 } END { print NR ? s / NR : 0 }')  # none at zero 0
       share[$v,$round]=$(awk -v g="$g" -v s="$step" 'BEGIN { print g / s }')
     done
   done
@@ -108,14 +112,34 @@ fi
 
 if [ "$what" = largest ] || [ "$what" = all ]; then
   cap=${ZERO3_CAP_MB:-2048}
-  echo "Largest gpt (context 64, batch 1, Adam, 2 steps) on 2 ranks, every rank under ulimit -v $cap MiB:"
+  cgroot="" limit=""  # a memory cgroup per rank where this shell may make one
+  if [ -w /sys/fs/cgroup/memory ]; then
+    cgroot=/sys/fs/cgroup/memory limit=memory.limit_in_bytes
+  elif grep -qw memory /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null && [ -w /sys/fs/cgroup ]; then
+    cgroot=/sys/fs/cgroup limit=memory.max
+  fi
+  if [ -n "$cgroot" ]; then
+    how="a memory cgroup of $cap MiB per rank ($cgroot)"
+    # shellcheck disable=SC2016  # expanded by the rank's shell
+    capped=(bash -c 'g=$0-$OMPI_COMM_WORLD_RANK; mkdir -p "$g"; echo "$1" > "$g/$2"; echo $$ > "$g/cgroup.procs"; shift 2; exec "$@"'
+            "$cgroot/hpctrain-zero3-$$" $((cap * 1048576)) "$limit")
+  else
+    how="ulimit -v $cap MiB per rank (no memory cgroup could be made)"
+    capped=(bash -c "ulimit -v $((cap * 1024)); exec \"\$@\"" _)
+  fi
+  cleanup_cg() { [ -n "$cgroot" ] && rmdir "$cgroot"/hpctrain-zero3-$$-* 2>/dev/null; true; }
+  trap 'cleanup_cg; rm -rf "$tmp"' EXIT
+  echo "Largest gpt (12 layers, context 64, batch 1, Adam, 2 steps and the final save) on 2 ranks, $how:"
   echo
-  echo "| zero | largest that trains (layers × width) | parameters | smallest that fails |"
-  echo "| --- | --- | --- | --- |"
+  echo "| zero | largest that trains (layers × width) | parameters | its peak RSS, largest rank (MiB) | smallest that fails |"
+  echo "| --- | --- | --- | --- | --- |"
   fits() {  # zero layers width: trains within the cap (a run that fails to start may hang: 300 s at most)
     local d="$tmp/l-$1-$2-$3" pid t=0
     rm -rf "$d"
-    setsid mpirun -np 2 --oversubscribe --bind-to none bash -c "ulimit -v $((cap * 1024)); exec \"\$@\"" _ \
+    cleanup_cg
+    # shellcheck disable=SC2016  # expanded by the rank's shell
+    setsid mpirun -np 2 --oversubscribe --bind-to none "${capped[@]}" \
+      bash -c '/usr/bin/time -f %M -o "$0.rss.$OMPI_COMM_WORLD_RANK" "$@"' "$d" \
       "$hp" --data.path "$tmp/t.h5" --log.progress none --run.dir "$d" --model.preset gpt-small --model.layers "$2" \
       --model.width "$3" --model.heads 8 --model.context 64 --optim.name adam --train.batch_size 1 --train.steps 2 \
       --dist.zero "$1" --ckpt.async false --train.device cpu > "$d.log" 2>&1 &
@@ -128,18 +152,21 @@ if [ "$what" = largest ] || [ "$what" = all ]; then
     fi
     wait "$pid"
   }
+  peak() {  # zero layers width: the largest rank's peak RSS in that run, MiB
+    cat "$tmp/l-$1-$2-$3".rss.* | sort -n | tail -1 | awk '{ printf "%.0f", $1 / 1024 }'
+  }
+  layers=${ZERO3_LAYERS:-12}
   for z in 0 2 3; do
-    best="-" bestp="-" fail="-"
-    for width in ${ZERO3_WIDTHS:-512 768 1024 1280 1536 2048}; do
-      layers=${ZERO3_LAYERS:-12}
+    best="-" bestp="-" bestm="-" fail="-"
+    for width in ${ZERO3_WIDTHS:-512 576 640 704 768 832 896 960 1024 1088 1152 1216 1280}; do
       if fits "$z" "$layers" "$width"; then
-        best="$layers × $width"
+        best="$layers × $width" bestm=$(peak "$z" "$layers" "$width")
         bestp=$(grep -oP 'total parameters: \K[0-9]+' "$tmp/l-$z-$layers-$width.log")
       else
         fail="$layers × $width"
         break
       fi
     done
-    echo "| $z | $best | $bestp | $fail |"
+    echo "| $z | $best | $bestp | $bestm | $fail |"
   done
 fi
