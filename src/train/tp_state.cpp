@@ -126,14 +126,17 @@ void put_parts(const nn::Model& model, const Tensor& local, const Tensor& full) 
   put_by(model, mine, local, full, true);
 }
 
-void take_parts(const nn::Model& model, const Tensor& full, const Tensor& local) {
-  check_flat(model, local, full);
+void take_parts_of(const nn::Model& model, int64_t full_offset, const Tensor& tensor, const Tensor& local) {
+  HPC_ASSERT(
+      local.count() == model.num_params() && local.dtype() == DType::F32 && tensor.dtype() == DType::F32,
+      "take_parts_of: host float32 buffers");
   for (const nn::ParamInfo& p : model.param_info()) {
-    const Tensor src = full.slice(p.full_offset, p.full_shape);
+    if (p.full_offset != full_offset) continue;
+    HPC_ASSERT(p.full_shape == tensor.shape(), "take_parts_of: " + p.name + " is not that tensor");
     if (p.shard.split())
-      nn::take_shard(src, p.shard, local.slice(p.offset, p.shape));
+      nn::take_shard(tensor, p.shard, local.slice(p.offset, p.shape));
     else
-      backend::copy(src, local.slice(p.offset, p.shape));
+      backend::copy(tensor, local.slice(p.offset, p.shape));
   }
 }
 

@@ -15,8 +15,9 @@
 //   save    each rank of the first replica's tp group sends its flat state and
 //           the description of its parts to tp rank 0 (world rank 0), which
 //           puts them into unsplit tensors, one rank at a time;
-//   resume  rank 0's unsplit tensors are broadcast and each rank takes its
-//           parts (every rank holds the unsplit tensor once, briefly).
+//   resume  rank 0 reads the unsplit tensors from the file one parameter at a
+//           time and broadcasts each, and every rank takes its parts
+//           (take_parts_of): no rank holds more than one unsplit tensor.
 //
 // The gradient norm is that of the unsplit model: Σ over the tp group of the
 // split parameters' squares plus the replicated ones' once (they are equal on
@@ -62,8 +63,10 @@ class CommTp final : public nn::TpComm {
 
 // full (host float32, num_full_params) ← this rank's parts in local (host float32, num_params).
 void put_parts(const nn::Model& model, const Tensor& local, const Tensor& full);
-// local ← this rank's parts of full (both host float32).
-void take_parts(const nn::Model& model, const Tensor& full, const Tensor& local);
+// local ← this rank's parts of one unsplit parameter: `tensor` (host float32, its full shape) is
+// the one at full_offset of the unsplit layout; the parameters of `model` that are (part of) it
+// take theirs, none if this rank (a pipeline stage) holds none of it.
+void take_parts_of(const nn::Model& model, int64_t full_offset, const Tensor& tensor, const Tensor& local);
 
 // Called by every rank of one tp group with its whole flat `local` (host float32): tp rank 0 gets the
 // unsplit flat tensor, the others an undefined one.

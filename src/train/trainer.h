@@ -187,11 +187,12 @@ class Trainer {
   // holds whole tensors in one layout and any run can resume from it. `how`: host copies for a
   // background write, views of the live state for a synchronous one (ckpt/model_state.h).
   void gather_checkpoint(ckpt::Checkpoint& c, ckpt::Snapshot how);
-  // Tensor parallelism (train/tp_state.h), every rank: t's unsplit flat tensor (host float32) on
-  // rank 0, undefined elsewhere; and `mine` (this rank's parts, its ZeRO shard of them) from rank
-  // 0's unsplit tensor.
+  // A split model (tensor parallelism, pipeline stages; train/tp_state.h), every rank: t's unsplit
+  // flat tensor (host float32) on rank 0, undefined elsewhere; and `mine` (this rank's parts, its
+  // ZeRO shard of them) from flat dataset k of the checkpoint rank 0 reads (`file`), one unsplit
+  // parameter tensor at a time.
   Tensor put_together(const Tensor& t);
-  void take_apart(const Tensor& unsplit, const Tensor& mine);
+  void take_apart(ckpt::FlatSource* file, size_t k, const Tensor& mine);
   // Every rank takes part; rank 0 writes. Returns false, on every rank, when
   // the write failed (rank 0 says why).
   // With ckpt.async (and wait false) rank 0 only takes the snapshot here and

@@ -68,9 +68,9 @@ void Trainer::load_resume_checkpoint() {
   resume_t0_ = dist::monotonic_seconds();
   if (!ctx_.is_root() || cfg_.resume.empty()) return;
   std::vector<std::string> log;
-  // ZeRO on one tensor-parallel rank per stage: each rank takes its own range of the file (verified here,
-  // chunk by chunk), so rank 0 never holds the whole state; a split model takes its parts of it whole.
-  const bool streamed = sharding_->active() && grid_.tp() == 1 && !stage_;
+  // Several ranks, each with its range of the flat state (ZeRO) or its parts of it (a split model): the
+  // file is verified here chunk by chunk and read piece by piece later, so rank 0 never holds all of it.
+  const bool streamed = sharding_->active() || grid_.tp() > 1 || stage_;
   resume_ = ckpt::locate_resume(cfg_.resume, cfg_.run_dir, log,
                                 streamed ? ckpt::FlatData::Verify : ckpt::FlatData::Load);
   for (const std::string& line : log) std::fprintf(stderr, "hpctrain: warning: %s\n", line.c_str());
@@ -130,10 +130,10 @@ void Trainer::apply_resume_checkpoint() {
   if (grid_.tp() > 1 || stage_) {
     // A split model (or a pipeline stage's piece): every rank takes its parts of the unsplit tensors (and of
     // those its ZeRO shard).
-    const ckpt::Checkpoint* c = resume_ ? &resume_->checkpoint : nullptr;
-    take_apart(c ? c->params : Tensor(), precision_->optimizer_params());
+    ckpt::FlatSource* file = resume_ ? resume_->flat.get() : nullptr;
+    take_apart(file, 0, precision_->optimizer_params());
     for (auto& [name, t] : optimizer_->state())
-      take_apart(c ? ckpt::optimizer_state_of(*c, name) : Tensor(), t);
+      take_apart(file, resume_ ? ckpt::flat_dataset_of(resume_->checkpoint, name) : 0, t);
   } else if (sharding_->active()) {
     // ZeRO: rank 0 reads each rank's range of the file and sends it there, a chunk at a time; then the
     // parameters are all-gathered as after every step. The checkpoint may come from any dist.zero.
@@ -203,12 +203,26 @@ Tensor Trainer::put_together(const Tensor& t) {
   return gather_unsplit(*model_, local.view(Shape{local.count()}), grid_.host(dist::GroupKind::Tp));
 }
 
-void Trainer::take_apart(const Tensor& unsplit, const Tensor& mine) {
-  Tensor full = ctx_.is_root() ? unsplit : Tensor(Shape{model_->num_full_params()}, DType::F32);
-  HPC_ASSERT(full.count() == model_->num_full_params(), "resume: not the unsplit model's state");
-  ctx_.host_comm().broadcast(full, 0);
+void Trainer::take_apart(ckpt::FlatSource* file, size_t k, const Tensor& mine) {
+  HPC_ASSERT(!ctx_.is_root() || file != nullptr, "resume: rank 0 reads the checkpoint");
+  // The unsplit tensors in the same order on every rank (the whole model's, which every stage knows):
+  // rank 0 reads each and broadcasts it, each rank keeps its parts. No rank holds more of the unsplit
+  // state than its largest tensor (gpt2-124m: the 154 MB embedding, of 1.5 GB).
+  std::vector<const nn::ParamInfo*> unsplit;
+  int64_t largest = 0;
+  for (const nn::ParamInfo& p : whole_model().param_info()) {
+    if (p.tied_copy) continue;  // its owner's tensor
+    unsplit.push_back(&p);
+    largest = std::max(largest, p.full_shape.count());
+  }
+  const Tensor buffer(Shape{largest}, DType::F32);
   Tensor local(Shape{model_->num_params()}, DType::F32);
-  take_parts(*model_, full, local);
+  for (const nn::ParamInfo* p : unsplit) {
+    const Tensor tensor = buffer.slice(0, p->full_shape);
+    if (ctx_.is_root()) file->read(k, p->full_offset, tensor.view(Shape{tensor.count()}));
+    ctx_.host_comm().broadcast(tensor, 0);
+    take_parts_of(*model_, p->full_offset, tensor, local);
+  }
   ckpt::assign(mine, sharding_->active() ? local.slice(sharding_->lo(), Shape{sharding_->count()}) : local,
                "the parameters and optimizer state");
 }

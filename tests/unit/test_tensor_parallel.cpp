@@ -21,6 +21,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -32,6 +34,7 @@
 #include "nn/spec.h"
 #include "nn/tensor_parallel.h"
 #include "tp_threads.h"
+#include "train/tp_state.h"
 
 using namespace hpc;
 using hpc::nn::ParamShard;
@@ -427,6 +430,28 @@ TEST(TensorParallel, ARankLoadsItsPartsOfTheUnsplitTensors) {
       EXPECT_LT(worst, 1e-12) << "tp " << t << " rank " << rank;
     });
   }
+}
+
+// A resume takes a split model's parts one unsplit tensor at a time (train::take_parts_of, in the
+// whole model's order): every element of the rank's buffer, the same as taking them from the whole
+// unsplit buffer at once, for every rank of tp 2 and 4.
+TEST(TensorParallel, TakingThePartsOneUnsplitTensorAtATimeFillsTheRankExactly) {
+  const std::string spec =
+      "embed(300,32,8,positions=0) llama_block(8,kv_heads=4,ffn=64) rmsnorm lm_head(300)";
+  const nn::Model ref(nn::parse_spec(spec), Shape{8}, DType::F32, 5);
+  for (int t : {2, 4})
+    for (int rank = 0; rank < t; ++rank) {
+      const nn::Model m(nn::parse_spec(spec), Shape{8}, DType::F32, 123, Device::CPU, {}, TpSplit{t, rank});
+      const Tensor want(Shape{m.num_params()}, DType::F32), got(Shape{m.num_params()}, DType::F32);
+      std::fill_n(got.data<float>(), got.count(), std::numeric_limits<float>::quiet_NaN());  // none left
+      for (const nn::ParamInfo& p : m.param_info())
+        nn::take_shard(ref.params().slice(p.full_offset, p.full_shape), p.shard,
+                       want.slice(p.offset, p.shape));
+      for (const nn::ParamInfo& f : ref.param_info())
+        train::take_parts_of(m, f.offset, ref.params().slice(f.offset, f.shape), got);
+      EXPECT_EQ(0, std::memcmp(want.data<float>(), got.data<float>(), static_cast<size_t>(want.count()) * 4))
+          << "tp " << t << " rank " << rank;
+    }
 }
 
 TEST(TensorParallel, ParamInfoDescribesTheUnsplitLayout) {
