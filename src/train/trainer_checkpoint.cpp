@@ -216,15 +216,19 @@ void Trainer::take_apart(ckpt::FlatSource* file, size_t k, const Tensor& mine) {
     largest = std::max(largest, p.full_shape.count());
   }
   const Tensor buffer(Shape{largest}, DType::F32);
-  Tensor local(Shape{model_->num_params()}, DType::F32);
+  // The parts go straight into `mine` when it is this rank's whole host float32 buffer.
+  const bool direct = !sharding_->active() && mine.device() == Device::CPU && mine.dtype() == DType::F32;
+  const Tensor local =
+      direct ? mine.view(Shape{mine.count()}) : Tensor(Shape{model_->num_params()}, DType::F32);
   for (const nn::ParamInfo* p : unsplit) {
     const Tensor tensor = buffer.slice(0, p->full_shape);
     if (ctx_.is_root()) file->read(k, p->full_offset, tensor.view(Shape{tensor.count()}));
     ctx_.host_comm().broadcast(tensor, 0);
     take_parts_of(*model_, p->full_offset, tensor, local);
   }
-  ckpt::assign(mine, sharding_->active() ? local.slice(sharding_->lo(), Shape{sharding_->count()}) : local,
-               "the parameters and optimizer state");
+  if (!direct)
+    ckpt::assign(mine, sharding_->active() ? local.slice(sharding_->lo(), Shape{sharding_->count()}) : local,
+                 "the parameters and optimizer state");
 }
 
 bool Trainer::checkpoint_or_stop() {
