@@ -24,7 +24,7 @@ enum class Snapshot { Copy, Borrow };
 
 // Copies the parameters (with one ParamEntry per tensor), BatchNorm buffers,
 // optimizer state and step counter into `c`, as host float32 copies (so the
-// model may go on training while `c` is written). `params` is the flat
+// model may go on training while `c` is written), or as views (Borrow). `params` is the flat
 // buffer that holds the trained values in full precision: the optimizer's
 // (a 16-bit model's fp32 master weights, else the model's own). Tensors may
 // live on the GPU and be 16-bit; they are converted on their device first.
