@@ -182,10 +182,11 @@ class Trainer {
   // Returns true when the run must stop now.
   bool checkpoint_or_stop();
   // Every rank: the training state as one portable checkpoint, filled in on rank 0. The one place
-  // where state is gathered: every rank's logging window, ZeRO's shards (shard by shard into
-  // rank 0's host copies); more parallelism gathers its pieces here, so that the file always
-  // holds whole tensors in one layout and any run can resume from it. `how`: host copies for a
-  // background write, views of the live state for a synchronous one (ckpt/model_state.h).
+  // where state is gathered: every rank's logging window, each rank's range of the flat state
+  // (streamed to rank 0's writer, ckpt/shard_stream.h); more parallelism gathers its pieces here,
+  // so that the file always holds whole tensors in one layout and any run can resume from it.
+  // `how`: host copies for a background write, views of the live state for a synchronous one
+  // (ckpt/model_state.h).
   void gather_checkpoint(ckpt::Checkpoint& c, ckpt::Snapshot how);
   // A split model (tensor parallelism, pipeline stages; train/tp_state.h), every rank: t's unsplit
   // flat tensor (host float32) on rank 0, undefined elsewhere; and `mine` (this rank's parts, its
